@@ -1,0 +1,63 @@
+// common.cuh - types and helpers shared by every kernel family.
+//
+// The loader inlines this file into each .cu source (with #line markers), so NVRTC needs no
+// include path and CuPy's cache key, a hash of the source text, changes whenever this file does.
+// Nothing here includes a system header: NVRTC ships none by default.
+#pragma once
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+// Element types that the kernels move or accumulate. NumPy's float16 and complex dtypes have no
+// NVRTC built-in type without headers, so they get small structs with the same size and layout.
+struct gk_half {
+    unsigned short bits;  // IEEE binary16, as NumPy stores it
+};
+
+template <typename R>
+struct gk_complex {
+    R re, im;  // NumPy's complex64 / complex128 layout: real part first
+};
+
+// 16-byte payload for moving complex128 without interpreting it (transpose). Two 8-byte words
+// keep the alignment requirement at 8 bytes, which every complex128 array satisfies.
+struct gk_bytes16 {
+    u64 lo, hi;
+};
+
+__device__ __forceinline__ float gk_half_to_float(gk_half h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+    return f;
+}
+
+template <typename R>
+__device__ __forceinline__ gk_complex<R> operator+(gk_complex<R> a, gk_complex<R> b) {
+    gk_complex<R> c;
+    c.re = a.re + b.re;
+    c.im = a.im + b.im;
+    return c;
+}
+
+// to_acc<Acc>(x): one input element converted to the accumulator type. Integers widen to
+// unsigned 64-bit, where overflow wraps modulo 2^64 without undefined behaviour; truncating the
+// final value to the result width gives NumPy's wrap-around for every integer dtype.
+template <typename Acc, typename In>
+struct ToAcc {
+    static __device__ __forceinline__ Acc apply(In x) { return static_cast<Acc>(x); }
+};
+template <typename Acc>
+struct ToAcc<Acc, gk_half> {
+    static __device__ __forceinline__ Acc apply(gk_half x) {
+        return static_cast<Acc>(gk_half_to_float(x));
+    }
+};
+template <typename R>
+struct ToAcc<gk_complex<R>, gk_complex<R> > {
+    static __device__ __forceinline__ gk_complex<R> apply(gk_complex<R> x) { return x; }
+};
+
+template <typename Acc, typename In>
+__device__ __forceinline__ Acc to_acc(In x) {
+    return ToAcc<Acc, In>::apply(x);
+}
