@@ -1,0 +1,156 @@
+"""Pieces every operation module shares: the ladder registry, launch checks, ``out=`` handling."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy
+
+from . import _device
+
+__all__ = ["Rung", "methods", "register_ladder", "resolve_method", "launch", "ceil_div",
+           "multiprocessor_count", "prepare_out", "finish_out"]
+
+# CUDA's grid limits: gridDim.x up to 2^31 - 1, gridDim.y and gridDim.z up to 65535.
+MAX_GRID_X = 2**31 - 1
+MAX_GRID_YZ = 65535
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One step of an operation's ladder.
+
+    Attributes
+    ----------
+    name : str
+        The ``method=`` string, also the suffix of the CUDA kernel's name and the test id.
+    summary : str
+        One line: what this rung changes against the rung below it.
+    """
+
+    name: str
+    summary: str
+
+
+_LADDERS: dict[str, tuple[Rung, ...]] = {}
+
+
+def register_ladder(operation: str, rungs: tuple[Rung, ...]) -> tuple[Rung, ...]:
+    """Record ``rungs`` (bottom rung first) as the ladder of ``operation``."""
+    _LADDERS[operation] = rungs
+    return rungs
+
+
+def methods(operation: str) -> tuple[str, ...]:
+    """The rungs of an operation's ladder, bottom rung (the textbook kernel) first.
+
+    Parameters
+    ----------
+    operation : {"transpose", "matmul", "sum"}
+        The operation.
+
+    Returns
+    -------
+    tuple of str
+        The names accepted by that operation's ``method=`` argument, besides ``"auto"``.
+
+    Examples
+    --------
+    >>> import gpukernels as gk
+    >>> gk.methods("transpose")
+    ('naive', 'naive_col', 'shared')
+    """
+    if operation not in _LADDERS:
+        raise ValueError(
+            f"unknown operation {operation!r}; choose one of {', '.join(sorted(_LADDERS))}"
+        )
+    return tuple(rung.name for rung in _LADDERS[operation])
+
+
+def resolve_method(operation: str, method: object, auto: str) -> str:
+    """Check a ``method=`` argument; ``"auto"`` becomes ``auto``. Raises on unknown names."""
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a string, not {type(method).__name__}")
+    if method == "auto":
+        return auto
+    names = methods(operation)
+    if method not in names:
+        raise ValueError(
+            f"unknown {operation} method {method!r}; choose 'auto' or one of {', '.join(names)}"
+        )
+    return method
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@functools.cache
+def _multiprocessor_count(device_id: int) -> int:
+    return _device.cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
+
+
+def multiprocessor_count() -> int:
+    """Number of streaming multiprocessors of the current device."""
+    return _multiprocessor_count(_device.cupy.cuda.runtime.getDevice())
+
+
+def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args: tuple) -> None:
+    """Launch ``kernel`` on the current stream after checking the configuration against limits.
+
+    A configuration the device cannot run raises ValueError here instead of failing inside CUDA
+    (where CuPy reports it only as an invalid-argument error after the fact).
+    """
+    threads = block[0] * block[1] * block[2]
+    if threads > kernel.max_threads_per_block:
+        raise ValueError(
+            f"{kernel.name}: a block of {threads} threads exceeds this kernel's limit of "
+            f"{kernel.max_threads_per_block} on this device"
+        )
+    if not (0 < grid[0] <= MAX_GRID_X and 0 < grid[1] <= MAX_GRID_YZ and 0 < grid[2] <= MAX_GRID_YZ):
+        raise ValueError(
+            f"{kernel.name}: grid {grid} is outside CUDA's limits "
+            f"(x <= {MAX_GRID_X}, y and z <= {MAX_GRID_YZ}); the input is too large for this rung"
+        )
+    kernel(grid, block, args)
+
+
+def prepare_out(out, shape: tuple[int, ...], dtype: numpy.dtype, device_id: int, inputs,
+                casting: str = "same_kind") -> bool:
+    """Validate an ``out=`` argument. Return True when the kernel may write into it directly.
+
+    ``out`` must be a CuPy array of exactly ``shape`` on the inputs' device, and ``dtype`` must
+    cast to its dtype under ``casting`` (NumPy's rule for the operation). Anything else raises
+    TypeError or ValueError before a launch. A direct write needs the exact dtype, C order and no
+    memory shared with an input; otherwise the result goes through a temporary (see
+    :func:`finish_out`), so overlapping or strided outputs still get the right answer.
+    """
+    cupy = _device.cupy
+    if cupy is None or not isinstance(out, cupy.ndarray):
+        raise TypeError(f"out must be a CuPy array, not {type(out).__module__}.{type(out).__name__}")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out has shape {tuple(out.shape)}, but the result has shape {tuple(shape)}")
+    if not numpy.can_cast(dtype, out.dtype, casting=casting):
+        raise TypeError(
+            f"cannot cast the result dtype {dtype} to out's dtype {out.dtype} "
+            f"with casting rule {casting!r}"
+        )
+    if out.device.id != device_id:
+        raise ValueError(
+            f"out is on GPU {out.device.id} but the inputs are on GPU {device_id}; "
+            "allocate out on the inputs' device"
+        )
+    return (
+        out.dtype == dtype
+        and out.flags.c_contiguous
+        and not any(cupy.may_share_memory(out, x) for x in inputs)
+    )
+
+
+def finish_out(result, out, direct: bool):
+    """Copy ``result`` into ``out`` unless the kernel already wrote there; return the output."""
+    if out is None or direct:
+        return result
+    out[...] = result
+    return out

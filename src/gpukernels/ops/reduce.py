@@ -1,0 +1,216 @@
+"""Reductions with NumPy semantics: :func:`sum` (full reductions; axis reductions come later)."""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any
+
+import numpy
+
+from .. import _compile, _device
+from .._common import (Rung, ceil_div, finish_out, launch, multiprocessor_count, prepare_out,
+                      register_ladder, resolve_method)
+
+__all__ = ["sum", "RUNGS", "KERNELS", "sum_result_dtype", "normalize_axis"]
+
+#: The ladder, bottom rung first.
+RUNGS = register_ladder("sum", (
+    Rung("two_pass", "grid-stride register sums, shared-memory tree, second launch over partials"),
+))
+
+BLOCK = 256  # threads per block; the kernels' shared-memory tree is sized by this template argument
+BLOCKS_PER_SM = 8  # enough resident warps to keep loads in flight while bounding the partials
+
+_C_TYPES = {
+    numpy.dtype(numpy.bool_): "bool",
+    numpy.dtype(numpy.int8): "signed char",
+    numpy.dtype(numpy.int16): "short",
+    numpy.dtype(numpy.int32): "int",
+    numpy.dtype(numpy.int64): "long long",
+    numpy.dtype(numpy.uint8): "unsigned char",
+    numpy.dtype(numpy.uint16): "unsigned short",
+    numpy.dtype(numpy.uint32): "unsigned int",
+    numpy.dtype(numpy.uint64): "unsigned long long",
+    numpy.dtype(numpy.float16): "gk_half",
+    numpy.dtype(numpy.float32): "float",
+    numpy.dtype(numpy.float64): "double",
+    numpy.dtype(numpy.complex64): "gk_complex<float>",
+    numpy.dtype(numpy.complex128): "gk_complex<double>",
+}
+_U64, _F32, _F64 = (numpy.dtype(t) for t in (numpy.uint64, numpy.float32, numpy.float64))
+_C64, _C128 = numpy.dtype(numpy.complex64), numpy.dtype(numpy.complex128)
+_INTEGER_LIKE = [d for d in _C_TYPES if d.kind in "biu"]
+_FLOAT16 = numpy.dtype(numpy.float16)
+
+# The (input, accumulator) pairs with a kernel instance. Integers accumulate in uint64, where
+# overflow wraps; truncating to the result width then gives NumPy's wrap-around for any integer
+# result dtype. float16 accumulates in float32. Everything else is first cast to the result dtype,
+# as NumPy does (see _plan).
+_ACC_PAIRS = (
+    [(d, _U64) for d in _INTEGER_LIKE]
+    + [(_FLOAT16, _F32), (_F32, _F32)]
+    + [(d, _F64) for d in _INTEGER_LIKE + [_FLOAT16, _F32, _F64]]
+    + [(_C64, _C64), (_C128, _C128)]
+)
+
+
+def _kernel_name(method: str, op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> str:
+    return f"reduce_{method}<{op}, {_C_TYPES[in_dtype]}, {_C_TYPES[acc_dtype]}, {BLOCK}>"
+
+
+KERNELS = _compile.register("reduce.cu", [
+    _kernel_name(rung.name, "SumOp", i, a) for rung in RUNGS for i, a in _ACC_PAIRS
+])
+
+
+def sum_result_dtype(dtype: numpy.dtype, requested: Any = None) -> numpy.dtype:
+    """NumPy's result dtype for ``numpy.sum(x, dtype=requested)`` where ``x`` has ``dtype``.
+
+    Asks NumPy itself on a one-element array, so the rules (int32 -> int64, uint8 -> uint64,
+    bool -> int64, float16 stays float16) and the errors for impossible requests are NumPy's.
+    """
+    if dtype.kind not in "biufc":
+        raise TypeError(f"sum supports bool, integer, float and complex dtypes, not {dtype}")
+    result = numpy.sum(numpy.zeros(1, dtype=dtype), dtype=requested).dtype
+    if result not in _C_TYPES:
+        raise TypeError(f"sum cannot produce dtype {result}")
+    return result
+
+
+def _plan(in_dtype: numpy.dtype, result_dtype: numpy.dtype):
+    """(dtype the kernel reads, accumulator dtype) for a sum of ``in_dtype`` into ``result_dtype``.
+
+    When the reading dtype differs from ``in_dtype`` the input is cast to it first, which is what
+    NumPy does for such requests (e.g. float64 data summed with dtype=float32).
+    """
+    kind = result_dtype.kind
+    if kind == "b":
+        return result_dtype, _U64  # NumPy casts to bool first; the sum of 0/1 is nonzero iff any
+    if kind in "iu":
+        return (in_dtype if in_dtype.kind in "biu" else result_dtype), _U64
+    if result_dtype == _F64 and in_dtype.kind in "biuf":
+        return in_dtype, _F64
+    if result_dtype == _F32 and in_dtype == _FLOAT16:
+        return in_dtype, _F32
+    if kind == "f":
+        return result_dtype, (_F32 if result_dtype.itemsize <= 4 else _F64)
+    return result_dtype, result_dtype  # complex
+
+
+def normalize_axis(axis: Any, ndim: int) -> tuple[int, ...]:
+    """``axis`` (None, int or tuple of ints) as sorted non-negative axes, NumPy's errors."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    normalized = []
+    for ax in axes:
+        try:
+            ax = operator.index(ax)
+        except TypeError:
+            raise TypeError(f"axis must be an integer or a tuple of integers, not {axis!r}") from None
+        if not -ndim <= ax < ndim:
+            raise numpy.exceptions.AxisError(ax, ndim)
+        normalized.append(ax % ndim)
+    if len(set(normalized)) != len(normalized):
+        raise ValueError("duplicate value in 'axis'")
+    return tuple(sorted(normalized))
+
+
+def _reduce_all(flat, method: str, acc_dtype: numpy.dtype):
+    """Reduce a non-empty 1-D view to a one-element array of ``acc_dtype`` (two launches at most)."""
+    cupy = _device.cupy
+    stride = numpy.int64(flat.strides[0] // flat.itemsize)
+    n = flat.size
+    kernel = KERNELS.function(_kernel_name(method, "SumOp", flat.dtype, acc_dtype))
+    blocks = min(ceil_div(n, BLOCK), BLOCKS_PER_SM * multiprocessor_count())
+    result = cupy.empty(1, dtype=acc_dtype)
+    if blocks == 1:
+        launch(kernel, (1, 1, 1), (BLOCK, 1, 1), (flat, result, numpy.int64(n), stride))
+        return result
+    partials = cupy.empty(blocks, dtype=acc_dtype)
+    launch(kernel, (blocks, 1, 1), (BLOCK, 1, 1), (flat, partials, numpy.int64(n), stride))
+    final = KERNELS.function(_kernel_name(method, "SumOp", acc_dtype, acc_dtype))
+    launch(final, (1, 1, 1), (BLOCK, 1, 1), (partials, result, numpy.int64(blocks), numpy.int64(1)))
+    return result
+
+
+def sum(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
+        method: str = "auto", out: Any = None):
+    """Sum of array elements, with NumPy's result dtypes and wrap-around.
+
+    Parameters
+    ----------
+    x : cupy.ndarray or GPU array
+        Input of a bool, integer, float or complex dtype, any shape and strides.
+    axis : None, int or tuple of ints, optional
+        Axes to sum over. Supported today: full reductions, i.e. ``None`` or axes such that
+        every axis left in the result has length 1 (e.g. ``axis=1`` of a ``(1, n)`` array).
+        Other axis reductions raise NotImplementedError.
+    dtype : dtype, optional
+        Result dtype, as in :func:`numpy.sum`. By default bool and signed integers give int64,
+        unsigned integers uint64, and floats and complex keep their dtype (float16 is
+        accumulated in float32).
+    keepdims : bool, optional
+        Keep the reduced axes with length 1.
+    method : str, optional
+        A rung of ``gpukernels.methods("sum")``, or ``"auto"``.
+    out : cupy.ndarray, optional
+        Destination of the result's shape on the same device; the result is cast to its dtype.
+
+    Returns
+    -------
+    cupy.ndarray
+        A 0-d array (or the ``keepdims`` shape). An empty input sums to 0. The same input
+        gives bitwise the same result on every call.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a GPU array, or its dtype or ``dtype`` is unsupported.
+    numpy.exceptions.AxisError
+        An axis is out of range.
+    ValueError
+        Duplicate axes, ``out`` of the wrong shape or device, or an unknown ``method``.
+    NotImplementedError
+        An axis reduction that leaves an axis longer than 1.
+
+    Examples
+    --------
+    >>> import cupy, gpukernels as gk
+    >>> gk.sum(cupy.arange(10, dtype=cupy.int32))
+    array(45)
+    """
+    # 1. Validate.
+    x = _device.as_device_array(x, "x")
+    result_dtype = sum_result_dtype(x.dtype, dtype)
+    axes = normalize_axis(axis, x.ndim)
+    kept = [length for ax, length in enumerate(x.shape) if ax not in axes]
+    if builtins.sum(length != 1 for length in kept) and x.size:
+        raise NotImplementedError(
+            f"sum over axis={axis!r} of an array of shape {x.shape} leaves axes longer than 1; "
+            "supported today: axis=None, or axes that leave only length-1 axes"
+        )
+    method = resolve_method("sum", method, auto="two_pass")
+    out_shape = tuple(1 if ax in axes else length for ax, length in enumerate(x.shape)) \
+        if keepdims else tuple(kept)
+    if out is not None:
+        prepare_out(out, out_shape, result_dtype, x.device.id, (x,), casting="unsafe")
+
+    with x.device:
+        cupy = _device.cupy
+        if x.size == 0:  # the identity of +, or an empty result
+            return finish_out(cupy.zeros(out_shape, dtype=result_dtype), out, direct=False)
+        # 2. Allocate: the kernel reads a 1-D view (a copy only when no single stride fits).
+        read_dtype, acc_dtype = _plan(x.dtype, result_dtype)
+        flat = x.reshape(-1).astype(read_dtype, copy=False)
+        if flat.strides[0] % flat.itemsize:
+            flat = cupy.ascontiguousarray(flat)
+        # 3. Launch.
+        total = _reduce_all(flat, method, acc_dtype)
+        if result_dtype.kind == "b":
+            total = total != 0
+        elif acc_dtype == _U64 and result_dtype != _U64:
+            total = total.view(numpy.int64)  # same bits; astype truncates to the result width
+        result = total.astype(result_dtype, copy=False).reshape(out_shape)
+    return finish_out(result, out, direct=False)

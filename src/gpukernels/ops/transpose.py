@@ -1,0 +1,162 @@
+"""Matrix transpose: ``(..., M, N) -> (..., N, M)`` as a new C-contiguous array."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy
+
+from .. import _compile, _device
+from .._common import (MAX_GRID_YZ, Rung, ceil_div, finish_out, launch, prepare_out,
+                      register_ladder, resolve_method)
+
+__all__ = ["transpose", "RUNGS", "KERNELS"]
+
+#: The ladder, bottom rung first.
+RUNGS = register_ladder("transpose", (
+    Rung("naive", "one thread per element: coalesced row reads, strided column writes"),
+    Rung("naive_col", "indices swapped: strided column reads, coalesced row writes"),
+    Rung("shared", "32x32 tile through padded shared memory: reads and writes both coalesced"),
+))
+
+# A transpose moves bits, so one instance serves every dtype of an item size.
+CARRIERS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
+            8: "unsigned long long", 16: "gk_bytes16"}
+SHARED_TILE = 32
+NAIVE_BLOCK = (16, 16)  # the bandwidth study's block: 16 x 16 threads
+
+
+def _kernel_name(method: str, itemsize: int) -> str:
+    carrier = CARRIERS[itemsize]
+    if method == "shared":
+        return f"transpose_shared<{carrier}, {SHARED_TILE}>"
+    return f"transpose_{method}<{carrier}>"
+
+
+def _ceiling_name(kind: str, itemsize: int) -> str:
+    return f"copy_{kind}<{CARRIERS[itemsize]}>"
+
+
+KERNELS = _compile.register("transpose.cu", [
+    *(_kernel_name(rung.name, size) for rung in RUNGS for size in CARRIERS),
+    *(_ceiling_name(kind, size) for kind in ("row", "col") for size in CARRIERS),
+])
+
+
+def _check_dtype(dtype: numpy.dtype) -> None:
+    if dtype.kind not in "biufc" or dtype.itemsize not in CARRIERS:
+        raise TypeError(
+            f"transpose supports bool, integer, float and complex dtypes, not {dtype}"
+        )
+
+
+def _launch_config(method: str, rows: int, cols: int, batch: int):
+    """(grid, block) for a rung; see the grid mapping described in kernels/transpose.cu."""
+    if method == "shared":
+        block = (SHARED_TILE, SHARED_TILE, 1)
+        x_extent, y_extent = cols, rows
+    elif method == "naive":
+        block = (*NAIVE_BLOCK, 1)
+        x_extent, y_extent = cols, rows
+    else:  # naive_col: x walks the input's rows (the output's columns)
+        block = (*NAIVE_BLOCK, 1)
+        x_extent, y_extent = rows, cols
+    grid = (ceil_div(x_extent, block[0]),
+            min(ceil_div(y_extent, block[1]), MAX_GRID_YZ),
+            min(batch, MAX_GRID_YZ))
+    return grid, block
+
+
+def transpose(x: Any, *, method: str = "auto", out: Any = None):
+    """Swap the last two axes of ``x`` into a new C-contiguous array.
+
+    Parameters
+    ----------
+    x : cupy.ndarray or GPU array
+        An array of at least 2 dimensions, shape ``(..., M, N)``, of any bool, integer, float or
+        complex dtype. Any strides (views, negative steps) are accepted; objects exposing
+        ``__cuda_array_interface__`` or DLPack are used without a copy.
+    method : str, optional
+        A rung of ``gpukernels.methods("transpose")``, or ``"auto"`` (the fastest).
+    out : cupy.ndarray, optional
+        Destination of shape ``(..., N, M)`` and the same dtype, on the same device.
+
+    Returns
+    -------
+    cupy.ndarray
+        ``numpy.swapaxes(x, -1, -2)`` as a C-contiguous array (``out`` if given).
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a GPU array (NumPy arrays must be moved with ``cupy.asarray`` first), or
+        its dtype is unsupported, or ``out`` has another dtype.
+    ValueError
+        ``x`` has fewer than 2 dimensions, ``out`` has the wrong shape or device, or ``method``
+        is unknown.
+
+    Examples
+    --------
+    >>> import cupy, gpukernels as gk
+    >>> x = cupy.arange(6, dtype=cupy.float32).reshape(2, 3)
+    >>> gk.transpose(x)
+    array([[0., 3.],
+           [1., 4.],
+           [2., 5.]], dtype=float32)
+    """
+    # 1. Validate: everything that can be wrong is found before any memory is touched.
+    x = _device.as_device_array(x, "x")
+    if x.ndim < 2:
+        raise ValueError(
+            f"transpose needs an array of at least 2 dimensions (..., M, N); got shape {x.shape}"
+        )
+    _check_dtype(x.dtype)
+    method = resolve_method("transpose", method, auto="shared")
+    *batch_shape, rows, cols = x.shape
+    out_shape = (*batch_shape, cols, rows)
+    direct = out is not None and prepare_out(out, out_shape, x.dtype, x.device.id, (x,),
+                                             casting="no")
+
+    with x.device:
+        # 2. Allocate.
+        result = out if direct else _device.cupy.empty(out_shape, dtype=x.dtype)
+        if x.size == 0:
+            return finish_out(result, out, direct)
+        # A view of shape (batch, rows, cols) with element strides; reshape copies only when
+        # the batch axes cannot be merged into one stride.
+        stacked = x.reshape(-1, rows, cols)
+        if any(s % x.itemsize for s in stacked.strides):
+            stacked = _device.cupy.ascontiguousarray(stacked)
+        strides = [numpy.int64(s // x.itemsize) for s in stacked.strides]
+        batch = stacked.shape[0]
+
+        # 3. Launch.
+        grid, block = _launch_config(method, rows, cols, batch)
+        kernel = KERNELS.function(_kernel_name(method, x.itemsize))
+        launch(kernel, grid, block, (stacked, result, numpy.int64(rows), numpy.int64(cols),
+                                     numpy.int64(batch), *strides))
+    return finish_out(result, out, direct)
+
+
+def copy_ceiling(x, kind: str = "row"):
+    """Copy a C-contiguous 2-D array with the row- or column-order copy kernel (benchmark ceiling).
+
+    ``kind="row"`` reads and writes along rows, ``kind="col"`` along columns: the access patterns
+    of the two naive rungs without the transpose, i.e. the best those patterns can do.
+    """
+    x = _device.as_device_array(x, "x")
+    if x.ndim != 2 or not x.flags.c_contiguous:
+        raise ValueError("copy_ceiling needs a C-contiguous 2-D array")
+    _check_dtype(x.dtype)
+    if kind not in ("row", "col"):
+        raise ValueError("kind must be 'row' or 'col'")
+    rows, cols = x.shape
+    with x.device:
+        result = _device.cupy.empty_like(x)
+        if x.size:
+            x_extent, y_extent = (cols, rows) if kind == "row" else (rows, cols)
+            grid = (ceil_div(x_extent, NAIVE_BLOCK[0]),
+                    min(ceil_div(y_extent, NAIVE_BLOCK[1]), MAX_GRID_YZ), 1)
+            launch(KERNELS.function(_ceiling_name(kind, x.itemsize)), grid, (*NAIVE_BLOCK, 1),
+                   (x, result, numpy.int64(rows), numpy.int64(cols)))
+    return result
