@@ -2,13 +2,14 @@
 //
 // Every rung has the same signature so one registry dispatches them by name:
 //
-//   matmul_<rung><T>(A, B, C, M, N, K, batch,
-//                    a_batch_stride, a_row_stride, a_col_stride,
-//                    b_batch_stride, b_row_stride, b_col_stride)
+//   matmul_<rung><T, Index>(A, B, C, M, N, K, batch,
+//                           a_batch_stride, a_row_stride, a_col_stride,
+//                           b_batch_stride, b_row_stride, b_col_stride)
 //
 // A and B may be any strided views (strides in elements; a batch stride of 0 broadcasts one
 // matrix over the stack); C is C-contiguous, shape (batch, M, N). Every product accumulates in T
-// with one fused multiply-add per term, in increasing k.
+// with one fused multiply-add per term, in increasing k. Index is the type of all index
+// arithmetic: `int` when the host has checked that every offset fits in 31 bits, else `long long`.
 //
 // Grid mapping shared by all rungs: blockIdx.x walks column tiles of C, blockIdx.y and blockIdx.z
 // walk row tiles and matrices with grid-stride loops (gridDim.y and gridDim.z stop at 65535).
@@ -16,26 +17,29 @@
 
 // ---------------------------------------------------------------------------------------------
 // Rung 1 - naive: one thread per element of C, reading its row of A and column of B straight from
-// global memory. Each element of A is fetched N times and each element of B M times: 2 loads per
-// FMA, so the kernel is bound by cache bandwidth, not arithmetic.
+// global memory. A warp spans 32 columns of one row of C: it reads one element of A (a broadcast)
+// and 32 consecutive elements of B per step. Each element of A is fetched N times and each element
+// of B M times, mostly from cache: 2 loads per FMA, so the kernel is bound by load bandwidth.
 // ---------------------------------------------------------------------------------------------
-template <typename T>
+template <typename T, typename Index>
 __global__ void matmul_naive(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                             i64 M, i64 N, i64 K, i64 batch, i64 a_batch_stride,
-                             i64 a_row_stride, i64 a_col_stride, i64 b_batch_stride,
-                             i64 b_row_stride, i64 b_col_stride) {
-    const i64 n = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    const i64 row_tiles = (M + blockDim.y - 1) / blockDim.y;
-    for (i64 b = blockIdx.z; b < batch; b += gridDim.z) {
-        for (i64 tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
-            const i64 m = tile * blockDim.y + threadIdx.y;
-            if (m < M && n < N) {
-                const T* a = A + b * a_batch_stride + m * a_row_stride;
-                const T* bcol = B + b * b_batch_stride + n * b_col_stride;
-                T acc = 0;
-                for (i64 k = 0; k < K; ++k) acc = fma(a[k * a_col_stride], bcol[k * b_row_stride], acc);
-                C[(b * M + m) * N + n] = acc;
+                             Index M, Index N, Index K, Index batch, Index a_batch_stride,
+                             Index a_row_stride, Index a_col_stride, Index b_batch_stride,
+                             Index b_row_stride, Index b_col_stride) {
+    const Index n = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    for (Index b = blockIdx.z; b < batch; b += gridDim.z) {
+        for (Index m = (Index)blockIdx.y * blockDim.y + threadIdx.y; m < M;
+             m += (Index)gridDim.y * blockDim.y) {
+            const T* a = A + b * a_batch_stride + m * a_row_stride;      // A[b, m, 0]
+            const T* b_col = B + b * b_batch_stride + n * b_col_stride;  // B[b, 0, n]
+            T acc = 0;
+            for (Index k = 0; k < K; ++k) {
+                acc = fma(*a, *b_col, acc);
+                a += a_col_stride;
+                b_col += b_row_stride;
             }
+            C[(b * M + m) * N + n] = acc;
         }
     }
 }
@@ -46,29 +50,33 @@ __global__ void matmul_naive(const T* __restrict__ A, const T* __restrict__ B, T
 // the matrix edges, so any M, N, K works), then every thread runs TILE FMAs out of shared memory.
 // Each global element is now loaded M/TILE or N/TILE times instead of M or N times. Two barriers
 // per step: the first before the tiles are read, the second before they are overwritten.
-// Launch with blockDim = (TILE, TILE).
+// Launch with blockDim = (TILE, TILE). The launch bounds ask for as many resident blocks as the SM
+// has threads for (two on sm_80/sm_90, i.e. at most 32 registers a thread for TILE = 32): with a
+// single resident block, every barrier leaves the SM idle.
 // ---------------------------------------------------------------------------------------------
-template <typename T, int TILE>
-__global__ void matmul_tiled(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                             i64 M, i64 N, i64 K, i64 batch, i64 a_batch_stride,
-                             i64 a_row_stride, i64 a_col_stride, i64 b_batch_stride,
-                             i64 b_row_stride, i64 b_col_stride) {
+template <typename T, typename Index, int TILE>
+__global__ void __launch_bounds__(TILE * TILE, GK_THREADS_PER_SM / (TILE * TILE))
+matmul_tiled(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, Index M, Index N,
+             Index K, Index batch, Index a_batch_stride, Index a_row_stride, Index a_col_stride,
+             Index b_batch_stride, Index b_row_stride, Index b_col_stride) {
     __shared__ T a_tile[TILE][TILE];
     __shared__ T b_tile[TILE][TILE];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const i64 n = (i64)blockIdx.x * TILE + tx;
-    const i64 row_tiles = (M + TILE - 1) / TILE;
-    for (i64 b = blockIdx.z; b < batch; b += gridDim.z) {
-        const T* a_mat = A + b * a_batch_stride;
-        const T* b_mat = B + b * b_batch_stride;
-        for (i64 tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
-            const i64 m = tile * TILE + ty;
+    const Index n = (Index)blockIdx.x * TILE + tx;
+    for (Index b = blockIdx.z; b < batch; b += gridDim.z) {
+        for (Index m0 = (Index)blockIdx.y * TILE; m0 < M; m0 += (Index)gridDim.y * TILE) {
+            const Index m = m0 + ty;
+            // Thread (tx, ty) loads A[m, k0 + tx] and B[k0 + ty, n]: both coalesce along x. The
+            // pointers advance by one tile per step; they are dereferenced only inside the matrix.
+            const T* a_next = A + b * a_batch_stride + m * a_row_stride + tx * a_col_stride;
+            const T* b_next = B + b * b_batch_stride + ty * b_row_stride + n * b_col_stride;
+            const Index a_step = TILE * a_col_stride, b_step = TILE * b_row_stride;
             T acc = 0;
-            for (i64 k0 = 0; k0 < K; k0 += TILE) {
-                // Thread (tx, ty) loads A[m, k0 + tx] and B[k0 + ty, n]: both coalesce along x.
-                const i64 ka = k0 + tx, kb = k0 + ty;
-                a_tile[ty][tx] = (m < M && ka < K) ? a_mat[m * a_row_stride + ka * a_col_stride] : T(0);
-                b_tile[ty][tx] = (kb < K && n < N) ? b_mat[kb * b_row_stride + n * b_col_stride] : T(0);
+            for (Index k0 = 0; k0 < K; k0 += TILE) {
+                a_tile[ty][tx] = (m < M && k0 + tx < K) ? *a_next : T(0);
+                b_tile[ty][tx] = (k0 + ty < K && n < N) ? *b_next : T(0);
+                a_next += a_step;
+                b_next += b_step;
                 __syncthreads();
 #pragma unroll
                 for (int k = 0; k < TILE; ++k) acc = fma(a_tile[ty][k], b_tile[k][tx], acc);

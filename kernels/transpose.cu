@@ -2,15 +2,20 @@
 //
 // Every rung has the same signature so one registry dispatches them by name:
 //
-//   transpose_<rung><T>(in, out, rows, cols, batch, in_batch_stride, in_row_stride, in_col_stride)
+//   transpose_<rung><T, Index>(in, out, rows, cols, batch,
+//                              in_batch_stride, in_row_stride, in_col_stride)
 //
 // `in` may be any strided view (strides in elements, possibly negative); `out` is C-contiguous,
 // shape (batch, cols, rows). T is a carrier type of the element's size: a transpose moves bits,
 // so bool/int8/uint8 share `unsigned char`, float32/int32 share `unsigned int`, and so on.
+// Index is the integer type of all index arithmetic: `int` when the host has checked that every
+// offset fits in 31 bits, `long long` otherwise. These kernels move one element per thread, so
+// the few instructions a 64-bit multiply costs over a 32-bit one are a visible share of the time.
 //
 // Grid mapping shared by all rungs: blockIdx.x walks column tiles (gridDim.x may reach 2^31 - 1);
 // blockIdx.y and blockIdx.z walk row tiles and matrices with grid-stride loops, because gridDim.y
-// and gridDim.z stop at 65535 and a (10**8, 1) array has 3 million row tiles.
+// and gridDim.z stop at 65535 and a (10**8, 1) array has 3 million row tiles. The loops step by
+// gridDim, so no thread ever divides.
 #include "common.cuh"
 
 // ---------------------------------------------------------------------------------------------
@@ -18,19 +23,17 @@
 // Neighbouring threads (threadIdx.x) read neighbouring input elements, so reads coalesce; their
 // writes land `rows` elements apart, so each warp store touches 32 different memory sectors.
 // ---------------------------------------------------------------------------------------------
-template <typename T>
-__global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, i64 rows, i64 cols,
-                                i64 batch, i64 in_batch_stride, i64 in_row_stride,
-                                i64 in_col_stride) {
-    const i64 col = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    const i64 row_tiles = (rows + blockDim.y - 1) / blockDim.y;
-    for (i64 b = blockIdx.z; b < batch; b += gridDim.z) {
-        for (i64 tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
-            const i64 row = tile * blockDim.y + threadIdx.y;
-            if (row < rows && col < cols) {
-                out[(b * cols + col) * rows + row] =
-                    in[b * in_batch_stride + row * in_row_stride + col * in_col_stride];
-            }
+template <typename T, typename Index>
+__global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, Index rows,
+                                Index cols, Index batch, Index in_batch_stride,
+                                Index in_row_stride, Index in_col_stride) {
+    const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= cols) return;
+    for (Index b = blockIdx.z; b < batch; b += gridDim.z) {
+        for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
+             row += (Index)gridDim.y * blockDim.y) {
+            out[(b * cols + col) * rows + row] =
+                in[b * in_batch_stride + row * in_row_stride + col * in_col_stride];
         }
     }
 }
@@ -38,22 +41,20 @@ __global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, i
 // ---------------------------------------------------------------------------------------------
 // Rung 2 - naive_col: reads along columns, writes along rows (the two indices of rung 1 swapped).
 // Now the stores coalesce and the loads are strided. Loads tolerate scattering better than
-// stores: a load's unused sector bytes can still be hit later from L1/L2, whereas a partial
-// store costs a read-modify-write of the sector, so this is the faster of the two naive kernels.
+// stores: the other bytes of a loaded sector stay in L1/L2 for the neighbouring columns, whereas
+// a partial store costs a read-modify-write of its sector, so this is the faster naive kernel.
 // ---------------------------------------------------------------------------------------------
-template <typename T>
-__global__ void transpose_naive_col(const T* __restrict__ in, T* __restrict__ out, i64 rows,
-                                    i64 cols, i64 batch, i64 in_batch_stride, i64 in_row_stride,
-                                    i64 in_col_stride) {
-    const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // x walks output columns
-    const i64 col_tiles = (cols + blockDim.y - 1) / blockDim.y;
-    for (i64 b = blockIdx.z; b < batch; b += gridDim.z) {
-        for (i64 tile = blockIdx.y; tile < col_tiles; tile += gridDim.y) {
-            const i64 col = tile * blockDim.y + threadIdx.y;
-            if (row < rows && col < cols) {
-                out[(b * cols + col) * rows + row] =
-                    in[b * in_batch_stride + row * in_row_stride + col * in_col_stride];
-            }
+template <typename T, typename Index>
+__global__ void transpose_naive_col(const T* __restrict__ in, T* __restrict__ out, Index rows,
+                                    Index cols, Index batch, Index in_batch_stride,
+                                    Index in_row_stride, Index in_col_stride) {
+    const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;  // x walks output columns
+    if (row >= rows) return;
+    for (Index b = blockIdx.z; b < batch; b += gridDim.z) {
+        for (Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y; col < cols;
+             col += (Index)gridDim.y * blockDim.y) {
+            out[(b * cols + col) * rows + row] =
+                in[b * in_batch_stride + row * in_row_stride + col * in_col_stride];
         }
     }
 }
@@ -66,27 +67,23 @@ __global__ void transpose_naive_col(const T* __restrict__ in, T* __restrict__ ou
 // one padding column shifts each row by a bank so the column read is conflict-free.
 // Launch with blockDim = (TILE, TILE).
 // ---------------------------------------------------------------------------------------------
-template <typename T, int TILE>
-__global__ void transpose_shared(const T* __restrict__ in, T* __restrict__ out, i64 rows,
-                                 i64 cols, i64 batch, i64 in_batch_stride, i64 in_row_stride,
-                                 i64 in_col_stride) {
+template <typename T, typename Index, int TILE>
+__global__ void transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows,
+                                 Index cols, Index batch, Index in_batch_stride,
+                                 Index in_row_stride, Index in_col_stride) {
     __shared__ T tile[TILE][TILE + 1];
-    const i64 col0 = (i64)blockIdx.x * TILE;
-    const i64 row_tiles = (rows + TILE - 1) / TILE;
-    for (i64 b = blockIdx.z; b < batch; b += gridDim.z) {
-        for (i64 t = blockIdx.y; t < row_tiles; t += gridDim.y) {
-            const i64 row0 = t * TILE;
-            // Load: thread (x, y) reads in[row0 + y, col0 + x].
-            const i64 in_row = row0 + threadIdx.y;
-            const i64 in_col = col0 + threadIdx.x;
+    const Index col0 = (Index)blockIdx.x * TILE;
+    // Load: thread (x, y) reads in[row0 + y, col0 + x]; store: out[col0 + y, row0 + x].
+    const Index in_col = col0 + threadIdx.x, out_row = col0 + threadIdx.y;
+    for (Index b = blockIdx.z; b < batch; b += gridDim.z) {
+        for (Index row0 = (Index)blockIdx.y * TILE; row0 < rows; row0 += (Index)gridDim.y * TILE) {
+            const Index in_row = row0 + threadIdx.y;
             if (in_row < rows && in_col < cols) {
                 tile[threadIdx.y][threadIdx.x] =
                     in[b * in_batch_stride + in_row * in_row_stride + in_col * in_col_stride];
             }
             __syncthreads();
-            // Store: thread (x, y) writes out[col0 + y, row0 + x] = in[row0 + x, col0 + y].
-            const i64 out_row = col0 + threadIdx.y;
-            const i64 out_col = row0 + threadIdx.x;
+            const Index out_col = row0 + threadIdx.x;
             if (out_row < cols && out_col < rows) {
                 out[(b * cols + out_row) * rows + out_col] = tile[threadIdx.x][threadIdx.y];
             }
@@ -101,22 +98,22 @@ __global__ void transpose_shared(const T* __restrict__ in, T* __restrict__ out, 
 // copy_row reads and writes along rows (the best a one-element-per-thread kernel can do), copy_col
 // reads and writes along columns. Contiguous rows x cols matrices only.
 // ---------------------------------------------------------------------------------------------
-template <typename T>
-__global__ void copy_row(const T* __restrict__ in, T* __restrict__ out, i64 rows, i64 cols) {
-    const i64 col = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    const i64 row_tiles = (rows + blockDim.y - 1) / blockDim.y;
-    for (i64 tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
-        const i64 row = tile * blockDim.y + threadIdx.y;
-        if (row < rows && col < cols) out[row * cols + col] = in[row * cols + col];
+template <typename T, typename Index>
+__global__ void copy_row(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols) {
+    const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= cols) return;
+    for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
+         row += (Index)gridDim.y * blockDim.y) {
+        out[row * cols + col] = in[row * cols + col];
     }
 }
 
-template <typename T>
-__global__ void copy_col(const T* __restrict__ in, T* __restrict__ out, i64 rows, i64 cols) {
-    const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    const i64 col_tiles = (cols + blockDim.y - 1) / blockDim.y;
-    for (i64 tile = blockIdx.y; tile < col_tiles; tile += gridDim.y) {
-        const i64 col = tile * blockDim.y + threadIdx.y;
-        if (row < rows && col < cols) out[row * cols + col] = in[row * cols + col];
+template <typename T, typename Index>
+__global__ void copy_col(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols) {
+    const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    for (Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y; col < cols;
+         col += (Index)gridDim.y * blockDim.y) {
+        out[row * cols + col] = in[row * cols + col];
     }
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ import numpy
 from . import _device
 
 __all__ = ["Rung", "methods", "register_ladder", "resolve_method", "launch", "ceil_div",
+           "index_type", "span",
            "multiprocessor_count", "prepare_out", "finish_out"]
 
 # CUDA's grid limits: gridDim.x up to 2^31 - 1, gridDim.y and gridDim.z up to 65535.
@@ -84,6 +86,30 @@ def resolve_method(operation: str, method: object, auto: str) -> str:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+# Kernels templated on an Index type use 32-bit arithmetic when every offset they form stays
+# below this: 2^31 less headroom for grid-stride counters, which can step up to 65535 * 1024
+# past an extent before the loop test ends them.
+INT32_INDEX_LIMIT = 2**31 - 2**27
+
+
+#: C index type -> the NumPy scalar type that passes it to a kernel.
+INDEX_SCALARS = {"int": numpy.int32, "long long": numpy.int64}
+
+
+def index_type(*extents: int) -> str:
+    """The C index type for a launch: ``"int"`` if every extent is below
+    :data:`INT32_INDEX_LIMIT`, else ``"long long"``. Pass every count and element offset the
+    kernel can form (sizes, and the span of each strided operand, see :func:`span`)."""
+    return "int" if max(extents, default=0) < INT32_INDEX_LIMIT else "long long"
+
+
+def span(array) -> int:
+    """Elements between the lowest and highest address of a strided array, plus one."""
+    if array.size == 0:
+        return 0
+    return 1 + builtins.sum(abs(s) // array.itemsize * (n - 1) for n, s in zip(array.shape, array.strides))
 
 
 @functools.cache

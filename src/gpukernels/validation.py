@@ -44,7 +44,7 @@ def poisoned(shape, dtype):
     so an element the kernel forgot to write cannot pass for a result."""
     cupy = _device.cupy
     out = cupy.empty(shape, dtype=dtype)
-    out.view(numpy.uint8)[...] = 0xFF
+    out.reshape(-1).view(numpy.uint8)[...] = 0xFF  # reshape: a 0-d array cannot change itemsize
     return out
 
 

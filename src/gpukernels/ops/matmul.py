@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
 import numpy
 
 from .. import _compile, _device
-from .._common import (MAX_GRID_YZ, Rung, ceil_div, finish_out, launch, prepare_out,
-                      register_ladder, resolve_method)
+from .._common import (INDEX_SCALARS, MAX_GRID_YZ, Rung, ceil_div, finish_out, index_type, launch,
+                      prepare_out, register_ladder, resolve_method, span)
 
 __all__ = ["matmul", "RUNGS", "KERNELS", "matmul_shapes"]
 
@@ -22,17 +23,18 @@ RUNGS = register_ladder("matmul", (
 #: dtypes with kernels; other inputs are promoted NumPy's way, and must land on one of these.
 C_TYPES = {numpy.dtype(numpy.float32): "float", numpy.dtype(numpy.float64): "double"}
 TILE = 32
-NAIVE_BLOCK = (16, 16)
+NAIVE_BLOCK = (32, 8)  # a warp spans 32 columns of C: coalesced reads of B, one A broadcast
 
 
-def _kernel_name(method: str, dtype: numpy.dtype) -> str:
+def _kernel_name(method: str, dtype: numpy.dtype, index: str) -> str:
     if method == "tiled":
-        return f"matmul_tiled<{C_TYPES[dtype]}, {TILE}>"
-    return f"matmul_{method}<{C_TYPES[dtype]}>"
+        return f"matmul_tiled<{C_TYPES[dtype]}, {index}, {TILE}>"
+    return f"matmul_{method}<{C_TYPES[dtype]}, {index}>"
 
 
 KERNELS = _compile.register("matmul.cu", [
-    _kernel_name(rung.name, dtype) for rung in RUNGS for dtype in C_TYPES
+    _kernel_name(rung.name, dtype, index)
+    for rung in RUNGS for dtype in C_TYPES for index in INDEX_SCALARS
 ])
 
 
@@ -89,7 +91,7 @@ def _stack(x, batch_shape, rows: int, cols: int, dtype: numpy.dtype):
     stacked = cupy.broadcast_to(x, batch_shape + (rows, cols)).reshape(batch, rows, cols)
     if any(s % stacked.itemsize for s in stacked.strides):
         stacked = cupy.ascontiguousarray(stacked)
-    return stacked, [numpy.int64(s // stacked.itemsize) for s in stacked.strides]
+    return stacked
 
 
 def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
@@ -143,15 +145,21 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
         result = out if direct else cupy.empty(out_shape, dtype=dtype)
         if result.size == 0:
             return finish_out(result, out, direct)
-        a_stack, a_strides = _stack(a, batch_shape, M, K, dtype)
-        b_stack, b_strides = _stack(b, batch_shape, K, N, dtype)
+        a_stack = _stack(a, batch_shape, M, K, dtype)
+        b_stack = _stack(b, batch_shape, K, N, dtype)
         batch = a_stack.shape[0]
+        # Threads of an edge tile form offsets up to a tile beyond each extent (never used).
+        index = index_type(result.size, K, *(
+            span(s) + TILE * builtins.sum(abs(st) // s.itemsize for st in s.strides)
+            for s in (a_stack, b_stack)))
+        to_index = INDEX_SCALARS[index]
+        strides = [to_index(s // a_stack.itemsize) for s in a_stack.strides + b_stack.strides]
 
         # 3. Launch.
         block = (TILE, TILE, 1) if method == "tiled" else (*NAIVE_BLOCK, 1)
         grid = (ceil_div(N, block[0]), min(ceil_div(M, block[1]), MAX_GRID_YZ),
                 min(batch, MAX_GRID_YZ))
-        launch(KERNELS.function(_kernel_name(method, dtype)), grid, block,
-               (a_stack, b_stack, result, numpy.int64(M), numpy.int64(N), numpy.int64(K),
-                numpy.int64(batch), *a_strides, *b_strides))
+        launch(KERNELS.function(_kernel_name(method, dtype, index)), grid, block,
+               (a_stack, b_stack, result, to_index(M), to_index(N), to_index(K),
+                to_index(batch), *strides))
     return finish_out(result, out, direct)

@@ -7,8 +7,8 @@ from typing import Any
 import numpy
 
 from .. import _compile, _device
-from .._common import (MAX_GRID_YZ, Rung, ceil_div, finish_out, launch, prepare_out,
-                      register_ladder, resolve_method)
+from .._common import (INDEX_SCALARS, MAX_GRID_YZ, Rung, ceil_div, finish_out, index_type, launch, prepare_out,
+                      register_ladder, resolve_method, span)
 
 __all__ = ["transpose", "RUNGS", "KERNELS"]
 
@@ -26,20 +26,24 @@ SHARED_TILE = 32
 NAIVE_BLOCK = (16, 16)  # the bandwidth study's block: 16 x 16 threads
 
 
-def _kernel_name(method: str, itemsize: int) -> str:
+
+
+def _kernel_name(method: str, itemsize: int, index: str) -> str:
     carrier = CARRIERS[itemsize]
     if method == "shared":
-        return f"transpose_shared<{carrier}, {SHARED_TILE}>"
-    return f"transpose_{method}<{carrier}>"
+        return f"transpose_shared<{carrier}, {index}, {SHARED_TILE}>"
+    return f"transpose_{method}<{carrier}, {index}>"
 
 
-def _ceiling_name(kind: str, itemsize: int) -> str:
-    return f"copy_{kind}<{CARRIERS[itemsize]}>"
+def _ceiling_name(kind: str, itemsize: int, index: str) -> str:
+    return f"copy_{kind}<{CARRIERS[itemsize]}, {index}>"
 
 
 KERNELS = _compile.register("transpose.cu", [
-    *(_kernel_name(rung.name, size) for rung in RUNGS for size in CARRIERS),
-    *(_ceiling_name(kind, size) for kind in ("row", "col") for size in CARRIERS),
+    *(_kernel_name(rung.name, size, index)
+      for rung in RUNGS for size in CARRIERS for index in INDEX_SCALARS),
+    *(_ceiling_name(kind, size, index)
+      for kind in ("row", "col") for size in CARRIERS for index in INDEX_SCALARS),
 ])
 
 
@@ -127,14 +131,16 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
         stacked = x.reshape(-1, rows, cols)
         if any(s % x.itemsize for s in stacked.strides):
             stacked = _device.cupy.ascontiguousarray(stacked)
-        strides = [numpy.int64(s // x.itemsize) for s in stacked.strides]
         batch = stacked.shape[0]
+        index = index_type(result.size, span(stacked))
+        to_index = INDEX_SCALARS[index]
+        strides = [to_index(s // x.itemsize) for s in stacked.strides]
 
         # 3. Launch.
         grid, block = _launch_config(method, rows, cols, batch)
-        kernel = KERNELS.function(_kernel_name(method, x.itemsize))
-        launch(kernel, grid, block, (stacked, result, numpy.int64(rows), numpy.int64(cols),
-                                     numpy.int64(batch), *strides))
+        kernel = KERNELS.function(_kernel_name(method, x.itemsize, index))
+        launch(kernel, grid, block, (stacked, result, to_index(rows), to_index(cols),
+                                     to_index(batch), *strides))
     return finish_out(result, out, direct)
 
 
@@ -157,6 +163,8 @@ def copy_ceiling(x, kind: str = "row"):
             x_extent, y_extent = (cols, rows) if kind == "row" else (rows, cols)
             grid = (ceil_div(x_extent, NAIVE_BLOCK[0]),
                     min(ceil_div(y_extent, NAIVE_BLOCK[1]), MAX_GRID_YZ), 1)
-            launch(KERNELS.function(_ceiling_name(kind, x.itemsize)), grid, (*NAIVE_BLOCK, 1),
-                   (x, result, numpy.int64(rows), numpy.int64(cols)))
+            index = index_type(x.size)
+            to_index = INDEX_SCALARS[index]
+            launch(KERNELS.function(_ceiling_name(kind, x.itemsize, index)), grid,
+                   (*NAIVE_BLOCK, 1), (x, result, to_index(rows), to_index(cols)))
     return result
