@@ -2,20 +2,21 @@
 //
 // Every rung has the same signature so one registry dispatches them by name:
 //
-//   transpose_<rung><T, Index>(in, out, rows, cols, batch,
-//                              in_batch_stride, in_row_stride, in_col_stride)
+//   transpose_<rung><T, Index>(in, out, rows, cols, in_batch_stride, in_row_stride, in_col_stride)
 //
 // `in` may be any strided view (strides in elements, possibly negative); `out` is C-contiguous,
-// shape (batch, cols, rows). T is a carrier type of the element's size: a transpose moves bits,
+// shape (gridDim.z, cols, rows). T is a carrier type of the element's size: a transpose moves bits,
 // so bool/int8/uint8 share `unsigned char`, float32/int32 share `unsigned int`, and so on.
 // Index is the integer type of all index arithmetic: `int` when the host has checked that every
 // offset fits in 31 bits, `long long` otherwise. These kernels move one element per thread, so
 // the few instructions a 64-bit multiply costs over a 32-bit one are a visible share of the time.
 //
-// Grid mapping shared by all rungs: blockIdx.x walks column tiles (gridDim.x may reach 2^31 - 1);
-// blockIdx.y and blockIdx.z walk row tiles and matrices with grid-stride loops, because gridDim.y
-// and gridDim.z stop at 65535 and a (10**8, 1) array has 3 million row tiles. The loops step by
-// gridDim, so no thread ever divides.
+// Grid mapping shared by all rungs: blockIdx.x walks column tiles (gridDim.x may reach 2^31 - 1),
+// blockIdx.z picks the matrix, and blockIdx.y walks row tiles with a grid-stride loop, because
+// gridDim.y stops at 65535 and a (10**8, 1) array has 3 million row tiles. The loop steps by
+// gridDim, so no thread divides. gridDim.z stops at 65535 too: the host splits larger stacks into
+// several launches, which costs nothing measurable, whereas a loop over matrices around the
+// shared rung's barriers cost it 10% of its bandwidth.
 #include "common.cuh"
 
 // ---------------------------------------------------------------------------------------------
@@ -25,16 +26,15 @@
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index>
 __global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, Index rows,
-                                Index cols, Index batch, Index in_batch_stride,
-                                Index in_row_stride, Index in_col_stride) {
+                                Index cols, Index in_batch_stride, Index in_row_stride,
+                                Index in_col_stride) {
     const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;
     if (col >= cols) return;
-    for (Index b = blockIdx.z; b < batch; b += gridDim.z) {
-        for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
-             row += (Index)gridDim.y * blockDim.y) {
-            out[(b * cols + col) * rows + row] =
-                in[b * in_batch_stride + row * in_row_stride + col * in_col_stride];
-        }
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
+    for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
+         row += (Index)gridDim.y * blockDim.y) {
+        out[col * rows + row] = in[row * in_row_stride + col * in_col_stride];
     }
 }
 
@@ -46,49 +46,60 @@ __global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, I
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index>
 __global__ void transpose_naive_col(const T* __restrict__ in, T* __restrict__ out, Index rows,
-                                    Index cols, Index batch, Index in_batch_stride,
-                                    Index in_row_stride, Index in_col_stride) {
+                                    Index cols, Index in_batch_stride, Index in_row_stride,
+                                    Index in_col_stride) {
     const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;  // x walks output columns
     if (row >= rows) return;
-    for (Index b = blockIdx.z; b < batch; b += gridDim.z) {
-        for (Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y; col < cols;
-             col += (Index)gridDim.y * blockDim.y) {
-            out[(b * cols + col) * rows + row] =
-                in[b * in_batch_stride + row * in_row_stride + col * in_col_stride];
-        }
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
+    for (Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y; col < cols;
+         col += (Index)gridDim.y * blockDim.y) {
+        out[col * rows + row] = in[row * in_row_stride + col * in_col_stride];
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rung 3 - shared: a TILE x TILE tile staged through shared memory, one thread per element.
+// Rung 3 - shared: a TILE x TILE tile staged through shared memory.
 // The block reads a tile along rows (coalesced), and after a barrier writes the transposed tile
 // along rows of the output (coalesced too): the transposition happens inside shared memory.
 // Reading the tile column-wise would put a warp's 32 accesses in one bank (a row is 32 words);
 // one padding column shifts each row by a bank so the column read is conflict-free.
-// Launch with blockDim = (TILE, TILE).
+// The block has TILE x ROWS threads and each thread moves TILE / ROWS elements (rows y, y + ROWS,
+// ...): with one element per thread, a 32 x 32 block has a single load per thread in flight
+// before its barrier, and on an H200 that capped the kernel near 1650 GB/s, 40% of a copy.
+// Launch with blockDim = (TILE, ROWS).
 // ---------------------------------------------------------------------------------------------
-template <typename T, typename Index, int TILE>
-__global__ void transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows,
-                                 Index cols, Index batch, Index in_batch_stride,
-                                 Index in_row_stride, Index in_col_stride) {
+template <typename T, typename Index, int TILE, int ROWS>
+__global__ void __launch_bounds__(TILE * ROWS)
+transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+                 Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+    static_assert(TILE % ROWS == 0, "each thread moves TILE / ROWS elements");
     __shared__ T tile[TILE][TILE + 1];
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
     const Index col0 = (Index)blockIdx.x * TILE;
-    // Load: thread (x, y) reads in[row0 + y, col0 + x]; store: out[col0 + y, row0 + x].
-    const Index in_col = col0 + threadIdx.x, out_row = col0 + threadIdx.y;
-    for (Index b = blockIdx.z; b < batch; b += gridDim.z) {
-        for (Index row0 = (Index)blockIdx.y * TILE; row0 < rows; row0 += (Index)gridDim.y * TILE) {
-            const Index in_row = row0 + threadIdx.y;
+    const Index in_col = col0 + threadIdx.x;
+    for (Index row0 = (Index)blockIdx.y * TILE; row0 < rows; row0 += (Index)gridDim.y * TILE) {
+        // Load: thread (x, y) reads in[row0 + y + j, col0 + x] for j = 0, ROWS, 2 ROWS, ...
+#pragma unroll
+        for (int j = 0; j < TILE; j += ROWS) {
+            const Index in_row = row0 + threadIdx.y + j;
             if (in_row < rows && in_col < cols) {
-                tile[threadIdx.y][threadIdx.x] =
-                    in[b * in_batch_stride + in_row * in_row_stride + in_col * in_col_stride];
+                tile[threadIdx.y + j][threadIdx.x] =
+                    in[in_row * in_row_stride + in_col * in_col_stride];
             }
-            __syncthreads();
-            const Index out_col = row0 + threadIdx.x;
-            if (out_row < cols && out_col < rows) {
-                out[(b * cols + out_row) * rows + out_col] = tile[threadIdx.x][threadIdx.y];
-            }
-            __syncthreads();  // the tile is refilled by the next iteration
         }
+        __syncthreads();
+        // Store: thread (x, y) writes out[col0 + y + j, row0 + x] = in[row0 + x, col0 + y + j].
+        const Index out_col = row0 + threadIdx.x;
+#pragma unroll
+        for (int j = 0; j < TILE; j += ROWS) {
+            const Index out_row = col0 + threadIdx.y + j;
+            if (out_row < cols && out_col < rows) {
+                out[out_row * rows + out_col] = tile[threadIdx.x][threadIdx.y + j];
+            }
+        }
+        if (row0 + (Index)gridDim.y * TILE < rows) __syncthreads();  // before the next refill
     }
 }
 

@@ -122,6 +122,9 @@ def multiprocessor_count() -> int:
     return _multiprocessor_count(_device.cupy.cuda.runtime.getDevice())
 
 
+_max_threads: dict[int, int] = {}
+
+
 def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args: tuple) -> None:
     """Launch ``kernel`` on the current stream after checking the configuration against limits.
 
@@ -129,10 +132,13 @@ def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args
     (where CuPy reports it only as an invalid-argument error after the fact).
     """
     threads = block[0] * block[1] * block[2]
-    if threads > kernel.max_threads_per_block:
+    limit = _max_threads.get(id(kernel))
+    if limit is None:  # a driver query: once per kernel (families keep their kernels alive)
+        limit = _max_threads[id(kernel)] = kernel.max_threads_per_block
+    if threads > limit:
         raise ValueError(
             f"{kernel.name}: a block of {threads} threads exceeds this kernel's limit of "
-            f"{kernel.max_threads_per_block} on this device"
+            f"{limit} on this device"
         )
     if not (0 < grid[0] <= MAX_GRID_X and 0 < grid[1] <= MAX_GRID_YZ and 0 < grid[2] <= MAX_GRID_YZ):
         raise ValueError(

@@ -16,13 +16,15 @@ __all__ = ["transpose", "RUNGS", "KERNELS"]
 RUNGS = register_ladder("transpose", (
     Rung("naive", "one thread per element: coalesced row reads, strided column writes"),
     Rung("naive_col", "indices swapped: strided column reads, coalesced row writes"),
-    Rung("shared", "32x32 tile through padded shared memory: reads and writes both coalesced"),
+    Rung("shared", "32x32 tile through padded shared memory: reads and writes both coalesced; "
+                   "32x8 threads, 4 elements each"),
 ))
 
 # A transpose moves bits, so one instance serves every dtype of an item size.
 CARRIERS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
             8: "unsigned long long", 16: "gk_bytes16"}
 SHARED_TILE = 32
+SHARED_ROWS = 8  # threads per tile column: each thread moves SHARED_TILE / SHARED_ROWS elements
 NAIVE_BLOCK = (16, 16)  # the bandwidth study's block: 16 x 16 threads
 
 
@@ -31,7 +33,7 @@ NAIVE_BLOCK = (16, 16)  # the bandwidth study's block: 16 x 16 threads
 def _kernel_name(method: str, itemsize: int, index: str) -> str:
     carrier = CARRIERS[itemsize]
     if method == "shared":
-        return f"transpose_shared<{carrier}, {index}, {SHARED_TILE}>"
+        return f"transpose_shared<{carrier}, {index}, {SHARED_TILE}, {SHARED_ROWS}>"
     return f"transpose_{method}<{carrier}, {index}>"
 
 
@@ -56,10 +58,12 @@ def _check_dtype(dtype: numpy.dtype) -> None:
 
 def _launch_config(method: str, rows: int, cols: int, batch: int):
     """(grid, block) for a rung; see the grid mapping described in kernels/transpose.cu."""
-    if method == "shared":
-        block = (SHARED_TILE, SHARED_TILE, 1)
-        x_extent, y_extent = cols, rows
-    elif method == "naive":
+    if method == "shared":  # a block covers a SHARED_TILE x SHARED_TILE tile
+        block = (SHARED_TILE, SHARED_ROWS, 1)
+        grid = (ceil_div(cols, SHARED_TILE), min(ceil_div(rows, SHARED_TILE), MAX_GRID_YZ),
+                min(batch, MAX_GRID_YZ))
+        return grid, block
+    if method == "naive":
         block = (*NAIVE_BLOCK, 1)
         x_extent, y_extent = cols, rows
     else:  # naive_col: x walks the input's rows (the output's columns)
@@ -131,16 +135,22 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
         stacked = x.reshape(-1, rows, cols)
         if any(s % x.itemsize for s in stacked.strides):
             stacked = _device.cupy.ascontiguousarray(stacked)
-        batch = stacked.shape[0]
         index = index_type(result.size, span(stacked))
         to_index = INDEX_SCALARS[index]
-        strides = [to_index(s // x.itemsize) for s in stacked.strides]
+        batch_stride, row_stride, col_stride = (to_index(s // x.itemsize) for s in stacked.strides)
+        flat_out = result.reshape(-1, cols, rows)
 
-        # 3. Launch.
-        grid, block = _launch_config(method, rows, cols, batch)
+        # 3. Launch: one matrix per blockIdx.z, so stacks deeper than gridDim.z allows take
+        # several launches.
         kernel = KERNELS.function(_kernel_name(method, x.itemsize, index))
-        launch(kernel, grid, block, (stacked, result, to_index(rows), to_index(cols),
-                                     to_index(batch), *strides))
+        batch = stacked.shape[0]
+        chunks = [(stacked, flat_out)] if batch <= MAX_GRID_YZ else [
+            (stacked[i:i + MAX_GRID_YZ], flat_out[i:i + MAX_GRID_YZ])
+            for i in range(0, batch, MAX_GRID_YZ)]
+        for chunk_in, chunk_out in chunks:
+            grid, block = _launch_config(method, rows, cols, chunk_in.shape[0])
+            launch(kernel, grid, block, (chunk_in, chunk_out, to_index(rows), to_index(cols),
+                                         batch_stride, row_stride, col_stride))
     return finish_out(result, out, direct)
 
 
