@@ -69,12 +69,13 @@ def sum_error_bound(x: numpy.ndarray, result_dtype, c: float = 2.0) -> float:
 
 
 def random_array(shape, dtype, rng: numpy.random.Generator, *, integer_valued: bool = False):
-    """Fresh random data of ``dtype``: uniform(-1, 1) for floats (integers in [-8, 8] when
-    ``integer_valued``, whose sums and products are exact), the full range for integers, and
-    a fair coin for bool. Never zeros."""
+    """Fresh random data of ``dtype``, as an array of ``shape``: uniform(-1, 1) for floats
+    (integers in [-8, 8] when ``integer_valued``, whose sums and products are exact), the full
+    range for integers, and a fair coin for bool. Not a constant fill, so wrong indexing shows;
+    a tiny array can still come out all zeros by chance."""
     dtype = numpy.dtype(dtype)
     if dtype.kind == "b":
-        return rng.random(shape) < 0.5
+        return numpy.asarray(rng.random(shape) < 0.5)
     if dtype.kind in "iu":
         info = numpy.iinfo(dtype)
         return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
@@ -86,5 +87,5 @@ def random_array(shape, dtype, rng: numpy.random.Generator, *, integer_valued: b
         return rng.uniform(-1.0, 1.0, size=shape).astype(real)
 
     if dtype.kind == "c":
-        return (draw() + 1j * draw()).astype(dtype)
-    return draw()
+        return numpy.asarray(draw() + 1j * draw()).astype(dtype)
+    return numpy.asarray(draw())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import operator
 from typing import Any
 
@@ -72,6 +71,8 @@ def sum_result_dtype(dtype: numpy.dtype, requested: Any = None) -> numpy.dtype:
     """
     if dtype.kind not in "biufc":
         raise TypeError(f"sum supports bool, integer, float and complex dtypes, not {dtype}")
+    if requested is not None and numpy.dtype(requested).kind not in "biufc":
+        raise TypeError(f"sum cannot produce dtype {numpy.dtype(requested)}")
     result = numpy.sum(numpy.zeros(1, dtype=dtype), dtype=requested).dtype
     if result not in _C_TYPES:
         raise TypeError(f"sum cannot produce dtype {result}")
@@ -145,8 +146,9 @@ def sum(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
         Input of a bool, integer, float or complex dtype, any shape and strides.
     axis : None, int or tuple of ints, optional
         Axes to sum over. Supported today: full reductions, i.e. ``None`` or axes such that
-        every axis left in the result has length 1 (e.g. ``axis=1`` of a ``(1, n)`` array).
-        Other axis reductions raise NotImplementedError.
+        every axis left in the result has length 1 (e.g. ``axis=1`` of a ``(1, n)`` array), and
+        reductions over length-1 axes only (e.g. ``axis=()``). Other axis reductions raise
+        NotImplementedError.
     dtype : dtype, optional
         Result dtype, as in :func:`numpy.sum`. By default bool and signed integers give int64,
         unsigned integers uint64, and floats and complex keep their dtype (float16 is
@@ -173,7 +175,7 @@ def sum(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
     ValueError
         Duplicate axes, ``out`` of the wrong shape or device, or an unknown ``method``.
     NotImplementedError
-        An axis reduction that leaves an axis longer than 1.
+        A partial reduction: one that leaves an axis longer than 1 and sums over one too.
 
     Examples
     --------
@@ -186,9 +188,12 @@ def sum(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
     result_dtype = sum_result_dtype(x.dtype, dtype)
     axes = normalize_axis(axis, x.ndim)
     kept = [length for ax, length in enumerate(x.shape) if ax not in axes]
-    if builtins.sum(length != 1 for length in kept) and x.size:
+    reduced = [length for ax, length in enumerate(x.shape) if ax in axes]
+    full = all(length == 1 for length in kept)  # one output element: a full reduction
+    nothing = all(length == 1 for length in reduced)  # each output element is one input element
+    if not (full or nothing or x.size == 0):
         raise NotImplementedError(
-            f"sum over axis={axis!r} of an array of shape {x.shape} leaves axes longer than 1; "
+            f"sum over axis={axis!r} of an array of shape {x.shape} is a partial reduction; "
             "supported today: axis=None, or axes that leave only length-1 axes"
         )
     method = resolve_method("sum", method, auto="two_pass")
@@ -201,6 +206,8 @@ def sum(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
         cupy = _device.cupy
         if x.size == 0:  # the identity of +, or an empty result
             return finish_out(cupy.zeros(out_shape, dtype=result_dtype), out, direct=False)
+        if nothing and not full:  # e.g. axis=(): NumPy's result is the input in the result dtype
+            return finish_out(x.astype(result_dtype).reshape(out_shape), out, direct=False)
         # 2. Allocate: the kernel reads a 1-D view (a copy only when no single stride fits).
         read_dtype, acc_dtype = _plan(x.dtype, result_dtype)
         flat = x.reshape(-1).astype(read_dtype, copy=False)
