@@ -1,0 +1,440 @@
+"""CPU-side API checks: ladders, input validation, NumPy's shape and dtype rules, references.
+
+None of these needs a GPU: errors for bad inputs must come before anything touches a device.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import warnings
+
+import numpy
+import pytest
+
+import gpukernels as gk
+from gpukernels import _common, reference
+
+matmul_mod = sys.modules[gk.matmul.__module__]
+reduction_mod = sys.modules[gk.sum.__module__]
+
+GPU = gk.gpu_available()
+OPS = {"transpose": gk.transpose, "matmul": gk.matmul, "sum": gk.sum}
+
+SUPPORTED_DTYPES = [numpy.dtype(t) for t in (
+    numpy.bool_, numpy.int8, numpy.int16, numpy.int32, numpy.int64, numpy.uint8, numpy.uint16,
+    numpy.uint32, numpy.uint64, numpy.float16, numpy.float32, numpy.float64, numpy.complex64,
+    numpy.complex128)]
+
+
+def call(op, x):
+    """Call ``op`` with ``x`` as its (first) array argument."""
+    if op == "matmul":
+        return gk.matmul(x, x)
+    return OPS[op](x)
+
+
+# --- ladders ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op, ladder", [
+    ("transpose", ("naive", "naive_col", "shared")),
+    ("matmul", ("naive", "tiled")),
+    ("sum", ("two_pass",)),
+], ids=["transpose", "matmul", "sum"])
+def test_methods(op, ladder):
+    assert gk.methods(op) == ladder
+    assert "auto" not in gk.methods(op)
+
+
+@pytest.mark.parametrize("op", ["prod", "", "Transpose", None])
+def test_methods_unknown_operation(op):
+    with pytest.raises(ValueError, match="unknown operation"):
+        gk.methods(op)
+
+
+def test_public_names():
+    for name in ("transpose", "matmul", "sum", "methods", "gpu_available", "KernelCompileError",
+                 "NoGPUError", "__version__"):
+        assert hasattr(gk, name), name
+        assert name in gk.__all__
+    assert issubclass(gk.NoGPUError, RuntimeError)
+    assert issubclass(gk.KernelCompileError, RuntimeError)
+    assert isinstance(gk.gpu_available(), bool)
+
+
+def test_resolve_method():
+    assert _common.resolve_method("transpose", "auto", auto="shared") == "shared"
+    for op in OPS:
+        for name in gk.methods(op):
+            assert _common.resolve_method(op, name, auto="x") == name
+        with pytest.raises(ValueError, match="bogus"):
+            _common.resolve_method(op, "bogus", auto="x")
+        with pytest.raises(ValueError):
+            _common.resolve_method(op, "AUTO", auto="x")
+        for bad in (None, 1, b"auto", ("naive",)):
+            with pytest.raises(TypeError):
+                _common.resolve_method(op, bad, auto="x")
+
+
+# --- host inputs are refused before anything GPU-related ----------------------------------------
+
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("host", [
+    pytest.param(numpy.zeros((4, 4), numpy.float32), id="ndarray"),
+    pytest.param(numpy.zeros((0, 3), numpy.float64), id="empty-ndarray"),
+    pytest.param(numpy.float32(1.5), id="numpy-scalar"),
+    pytest.param([[1.0, 2.0], [3.0, 4.0]], id="list"),
+    pytest.param(((1, 2), (3, 4)), id="tuple"),
+    pytest.param(3, id="int"),
+    pytest.param(2.5, id="float"),
+    pytest.param(1j, id="complex"),
+    pytest.param(True, id="bool"),
+])
+def test_host_input_raises_type_error_naming_cupy_asarray(op, host):
+    with pytest.raises(TypeError, match=r"cupy\.asarray"):
+        call(op, host)
+
+
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("obj", [object(), "abc", None, {"a": 1}], ids=["object", "str", "None", "dict"])
+def test_arbitrary_object_raises_type_error(op, obj):
+    with pytest.raises(TypeError):
+        call(op, obj)
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_host_input_error_comes_before_method_check(op):
+    # The input is checked first; a bad method on a host array still reports the host array.
+    with pytest.raises(TypeError, match=r"cupy\.asarray"):
+        OPS[op](*([numpy.ones((2, 2), numpy.float32)] * (2 if op == "matmul" else 1)),
+                method="bogus")
+
+
+class FakeDLPack:
+    """A tensor exposing only DLPack, on the device type given."""
+
+    def __init__(self, device_type):
+        self.device_type = device_type
+        self.exported = False
+
+    def __dlpack__(self, *args, **kwargs):
+        self.exported = True
+        raise AssertionError("a host DLPack tensor must be refused before export")
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_cpu_dlpack_tensor_raises_type_error(op):
+    fake = FakeDLPack(1)  # kDLCPU
+    with pytest.raises(TypeError, match="DLPack"):
+        call(op, fake)
+    assert not fake.exported
+
+
+@pytest.mark.skipif(GPU, reason="checks the no-GPU error")
+@pytest.mark.parametrize("op", list(OPS))
+def test_device_array_without_gpu_raises_no_gpu_error(op):
+    class FakeCAI:
+        __cuda_array_interface__ = {"shape": (2, 2), "typestr": "<f4", "data": (0, False),
+                                    "version": 3}
+
+    with pytest.raises(gk.NoGPUError, match="GPU"):
+        call(op, FakeCAI())
+    with pytest.raises(gk.NoGPUError):
+        call(op, FakeDLPack(2))  # kDLCUDA, but no device to use it on
+
+
+def test_numpy_host_array_message_is_actionable():
+    with pytest.raises(TypeError) as info:
+        gk.transpose(numpy.ones((2, 3)))
+    assert "cupy.asarray(x)" in str(info.value)
+    with pytest.raises(TypeError) as info:
+        gk.matmul(numpy.ones((2, 3)), numpy.ones((3, 2)))
+    assert "cupy.asarray(a)" in str(info.value)
+
+
+# --- matmul's shape rules mirror NumPy ----------------------------------------------------------
+
+MATMUL_SHAPES = [
+    ((3,), (3,)), ((0,), (0,)), ((3,), (4,)), ((1,), (1,)),
+    ((3,), (3, 5)), ((3,), (4, 5)), ((2, 3), (3,)), ((2, 3), (4,)),
+    ((2, 3), (3, 4)), ((2, 3), (2, 3)), ((1, 1), (1, 1)), ((0, 3), (3, 4)), ((2, 0), (0, 4)),
+    ((2, 3), (3, 0)), ((3, 33, 17), (17, 9)), ((17,), (3, 17, 9)), ((3, 33, 17), (17,)),
+    ((2, 1, 5, 7), (4, 7, 3)), ((2, 3, 5, 7), (4, 7, 3)), ((2, 5, 7), (3, 7, 2)),
+    ((1, 5, 7), (3, 7, 2)), ((0, 5, 7), (7, 2)), ((0, 5, 7), (3, 7, 2)), ((2, 5, 7), (1, 7, 2)),
+    ((5, 1, 2, 3), (1, 4, 3, 2)), ((2, 3), (1, 1, 3, 4)), ((), (3,)), ((3,), ()), ((), ()),
+    ((4, 5), ()), ((2, 2, 3, 4), (2, 4, 5)), ((1, 3), (3, 1)), ((3, 1), (1, 3)),
+]
+
+
+@pytest.mark.parametrize("a_shape, b_shape", MATMUL_SHAPES,
+                         ids=[f"{a}@{b}" for a, b in MATMUL_SHAPES])
+def test_matmul_shapes_mirror_numpy(a_shape, b_shape):
+    a, b = numpy.zeros(a_shape), numpy.zeros(b_shape)
+    try:
+        want = numpy.matmul(a, b).shape
+    except ValueError:
+        with pytest.raises(ValueError):
+            matmul_mod.matmul_shapes(a_shape, b_shape)
+        return
+    batch, M, K, N, out_shape = matmul_mod.matmul_shapes(a_shape, b_shape)
+    assert out_shape == want
+    assert K == (a_shape[-1])
+    assert M == (a_shape[-2] if len(a_shape) > 1 else 1)
+    assert N == (b_shape[-1] if len(b_shape) > 1 else 1)
+    assert batch == numpy.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+
+
+# --- sum: result dtypes and axes mirror NumPy ---------------------------------------------------
+
+SUM_REQUESTS = [None, numpy.int32, numpy.int64, numpy.uint8, numpy.float16, numpy.float32,
+                numpy.float64, numpy.complex64, numpy.complex128, numpy.bool_]
+
+
+@pytest.mark.parametrize("requested", SUM_REQUESTS,
+                         ids=[getattr(r, "__name__", "None") for r in SUM_REQUESTS])
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES, ids=str)
+def test_sum_result_dtype_mirrors_numpy(dtype, requested):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ComplexWarning for complex -> real requests
+        try:
+            want = numpy.sum(numpy.zeros(1, dtype), dtype=requested).dtype
+        except TypeError:
+            with pytest.raises(TypeError):
+                reduction_mod.sum_result_dtype(dtype, requested)
+            return
+        assert reduction_mod.sum_result_dtype(dtype, requested) == want
+
+
+def test_sum_result_dtype_defaults():
+    f = reduction_mod.sum_result_dtype
+    assert f(numpy.dtype(numpy.int32)) == numpy.int64
+    assert f(numpy.dtype(numpy.uint8)) == numpy.uint64
+    assert f(numpy.dtype(numpy.bool_)) == numpy.int64
+    assert f(numpy.dtype(numpy.float16)) == numpy.float16
+    assert f(numpy.dtype(numpy.complex64)) == numpy.complex64
+
+
+@pytest.mark.parametrize("dtype", [object, str, bytes, "datetime64[s]", "timedelta64[s]",
+                                   [("a", "i4")]],
+                         ids=["object", "str", "bytes", "datetime64", "timedelta64", "structured"])
+def test_sum_result_dtype_rejects_non_numeric(dtype):
+    with pytest.raises(TypeError):
+        reduction_mod.sum_result_dtype(numpy.dtype(dtype))
+
+
+def test_sum_result_dtype_rejects_object_request():
+    with pytest.raises(TypeError):
+        reduction_mod.sum_result_dtype(numpy.dtype(numpy.float32), object)
+
+
+def test_sum_result_dtype_rejects_other_requests():
+    for requested in ("datetime64[s]", str, "timedelta64[s]"):
+        with pytest.raises(TypeError):
+            reduction_mod.sum_result_dtype(numpy.dtype(numpy.float32), requested)
+
+
+@pytest.mark.skipif(numpy.dtype(numpy.longdouble) == numpy.float64,
+                    reason="longdouble is float64 here")
+def test_sum_result_dtype_rejects_longdouble():
+    with pytest.raises(TypeError):
+        reduction_mod.sum_result_dtype(numpy.dtype(numpy.longdouble))
+    with pytest.raises(TypeError):
+        reduction_mod.sum_result_dtype(numpy.dtype(numpy.float32), numpy.longdouble)
+
+
+AXIS_CASES = [
+    (None, 3), (0, 3), (-1, 3), (2, 3), ((0, -1), 3), ((2, 0), 3), ((), 3), ((0, 1, 2), 3),
+    (numpy.int64(1), 2), (3, 3), (-4, 3), ((0, 3), 3), (None, 0), ((), 0), ((0,), 0), (1, 0),
+    ((0, 0), 2), ((0, -2), 2), ((1, -1, 0), 3), (1.0, 2), ((0, 1.5), 2), ("0", 2), ([0, 1], 2),
+]
+
+
+def _axis_id(case):
+    axis, ndim = case.values if hasattr(case, "values") else case
+    return f"{axis!r}-ndim{ndim}"
+
+
+@pytest.mark.parametrize("axis, ndim", AXIS_CASES, ids=[_axis_id(c) for c in AXIS_CASES])
+def test_normalize_axis_mirrors_numpy(axis, ndim):
+    x = numpy.zeros((2,) * ndim)
+    try:
+        want = numpy.sum(x, axis=axis, keepdims=True).shape
+    except Exception as exc:  # NumPy's error type is the contract
+        with pytest.raises(type(exc)):
+            reduction_mod.normalize_axis(axis, ndim)
+        return
+    got = reduction_mod.normalize_axis(axis, ndim)
+    assert got == tuple(sorted(got)) and len(set(got)) == len(got)
+    assert all(0 <= ax < ndim for ax in got)
+    reduced = tuple(1 if ax in got else 2 for ax in range(ndim))
+    assert reduced == want
+
+
+def test_normalize_axis_error_types():
+    with pytest.raises(numpy.exceptions.AxisError):
+        reduction_mod.normalize_axis(2, 2)
+    with pytest.raises(numpy.exceptions.AxisError):
+        reduction_mod.normalize_axis((0, -3), 2)
+    with pytest.raises(ValueError, match="duplicate"):
+        reduction_mod.normalize_axis((1, -1), 2)
+    with pytest.raises(TypeError):
+        reduction_mod.normalize_axis(0.0, 2)
+
+
+# --- references ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (2, 3, 4), (2, 0, 3), (2, 1, 4, 5)], ids=str)
+def test_reference_transpose(shape, rng):
+    x = rng.standard_normal(shape)
+    got = reference.transpose(x)
+    assert got.flags.c_contiguous
+    numpy.testing.assert_array_equal(got, numpy.swapaxes(x, -1, -2))
+    if x.ndim == 2:
+        numpy.testing.assert_array_equal(got, x.T)
+
+
+def _wrapped_int_sum(values, dtype):
+    """Sum as Python ints, wrapped into ``dtype`` (two's complement)."""
+    info = numpy.iinfo(dtype)
+    total = builtins_sum(int(v) for v in values.ravel()) % (1 << info.bits)
+    if info.min < 0 and total > info.max:
+        total -= 1 << info.bits
+    return total
+
+
+builtins_sum = sum
+
+
+@pytest.mark.parametrize("dtype", [d for d in SUPPORTED_DTYPES if d.kind in "iu"], ids=str)
+def test_reference_sum_integers_wrap_like_numpy(dtype, rng):
+    x = reference.random_array((1000,), dtype, rng)
+    want_dtype = numpy.sum(x).dtype
+    got, result_dtype = reference.sum(x)
+    assert result_dtype == want_dtype
+    assert got.dtype == want_dtype
+    assert int(got) == _wrapped_int_sum(x, want_dtype), f"seed in report; dtype {dtype}"
+
+
+def test_reference_sum_int64_overflow_wraps():
+    big = numpy.iinfo(numpy.int64).max
+    x = numpy.array([big, big, 3], dtype=numpy.int64)
+    got, dtype = reference.sum(x)
+    assert dtype == numpy.int64
+    assert int(got) == _wrapped_int_sum(x, numpy.int64) == 1  # 2*(2^63-1)+3 = 2^64 + 1
+    x32 = numpy.array([2**31 - 1, 1], dtype=numpy.int32)
+    got, dtype = reference.sum(x32, dtype=numpy.int32)
+    assert dtype == numpy.int32 and int(got) == -(2**31)
+    u8 = numpy.full(1000, 255, dtype=numpy.uint8)
+    got, dtype = reference.sum(u8)
+    assert dtype == numpy.uint64 and int(got) == 255_000
+
+
+def test_reference_sum_floats_are_wide():
+    x = numpy.array([1.0, 2.0**-30, -1.0], dtype=numpy.float32)
+    got, dtype = reference.sum(x)
+    assert dtype == numpy.float32
+    assert got.dtype == numpy.float64 and got == 2.0**-30
+    got, dtype = reference.sum(numpy.array([1 + 2j, 3 - 1j], dtype=numpy.complex64))
+    assert dtype == numpy.complex64 and got.dtype == numpy.complex128 and got == 4 + 1j
+    got, dtype = reference.sum(numpy.ones(10, numpy.float16))
+    assert dtype == numpy.float16 and got == 10
+
+
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES, ids=str)
+def test_sum_error_bound(dtype):
+    bound = [reference.sum_error_bound(numpy.ones(n, dtype), numpy.sum(numpy.ones(1, dtype)).dtype)
+             for n in (1, 10, 1000, 100_000)]
+    if dtype.kind in "biu":
+        assert bound == [0.0] * 4
+    else:
+        assert all(b > 0 for b in bound), bound
+        assert all(b1 < b2 for b1, b2 in zip(bound, bound[1:])), bound
+        assert bound[-1] < 100_000  # the bound says something: far below the sum itself
+    assert reference.sum_error_bound(numpy.ones(0, dtype), numpy.float32) == 0.0
+
+
+def test_sum_error_bound_is_looser_for_float32_than_float64():
+    x = numpy.ones(1000)
+    assert reference.sum_error_bound(x, numpy.float32) > reference.sum_error_bound(x, numpy.float64)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)),
+                                              ((2, 3, 4), (4, 5)), ((1, 1), (1, 1)),
+                                              ((3, 0), (0, 2))], ids=str)
+def test_matmul_error_bound_shape(a_shape, b_shape, rng):
+    a, b = rng.uniform(-1, 1, a_shape), rng.uniform(-1, 1, b_shape)
+    for dtype in (numpy.float32, numpy.float64):
+        bound = reference.matmul_error_bound(a, b, dtype)
+        assert bound.shape == numpy.matmul(a, b).shape
+        assert numpy.all(bound >= 0)
+    if a.size and b.size:
+        assert numpy.all(reference.matmul_error_bound(a, b, numpy.float32)
+                         > reference.matmul_error_bound(a, b, numpy.float64))
+
+
+def test_reference_matmul_is_float64():
+    a = numpy.ones((2, 3), numpy.float32)
+    got = reference.matmul(a, a.T)
+    assert got.dtype == numpy.float64
+    numpy.testing.assert_array_equal(got, numpy.full((2, 2), 3.0))
+
+
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(64, 33), (1000,), (3, 5, 7)], ids=str)
+def test_random_array(dtype, shape, rng):
+    x = reference.random_array(shape, dtype, rng)
+    assert x.dtype == dtype and x.shape == shape
+    assert numpy.any(x != 0), "random_array returned all zeros"
+    if dtype.kind in "fc":
+        parts = (x.real, x.imag) if dtype.kind == "c" else (x,)
+        for part in parts:
+            assert numpy.all(numpy.abs(part) <= 1)
+            assert numpy.all(numpy.isfinite(part))
+            assert len(numpy.unique(part)) > part.size // 2  # not integer-valued
+    if dtype.kind == "b":
+        assert numpy.any(x) and not numpy.all(x)
+    if dtype.kind in "iu" and x.size >= 1000:  # spans the dtype's full range
+        info = numpy.iinfo(dtype)
+        quarter = (int(info.max) - int(info.min)) // 4
+        assert int(x.min()) < int(info.min) + quarter and int(x.max()) > int(info.max) - quarter
+
+
+@pytest.mark.parametrize("dtype", [d for d in SUPPORTED_DTYPES if d.kind in "fc"], ids=str)
+def test_random_array_integer_valued(dtype, rng):
+    x = reference.random_array((2000,), dtype, rng, integer_valued=True)
+    assert x.dtype == dtype and x.shape == (2000,)
+    parts = (x.real, x.imag) if dtype.kind == "c" else (x,)
+    for part in parts:
+        assert numpy.all(part == numpy.round(part))
+        assert part.min() >= -8 and part.max() <= 8
+        assert part.min() < 0 < part.max()
+    assert numpy.any(x != 0)
+
+
+def test_random_array_returns_arrays_for_0d_shapes():
+    for dtype in (numpy.bool_, numpy.int32, numpy.float32, numpy.complex64):
+        x = reference.random_array((), dtype, numpy.random.default_rng(0))
+        assert isinstance(x, numpy.ndarray) and x.shape == () and x.dtype == dtype
+
+
+def test_random_array_uses_the_generator():
+    a = reference.random_array((100,), numpy.float32, numpy.random.default_rng(7))
+    b = reference.random_array((100,), numpy.float32, numpy.random.default_rng(7))
+    c = reference.random_array((100,), numpy.float32, numpy.random.default_rng(8))
+    numpy.testing.assert_array_equal(a, b)
+    assert not numpy.array_equal(a, c)
+
+
+# --- the package imports and reports the device state -------------------------------------------
+
+def test_import_without_gpu_does_not_compile():
+    # gpukernels is already imported (conftest); on a machine without a GPU nothing was compiled.
+    from gpukernels import _compile
+
+    if not GPU:
+        assert all(not family._modules for family in _compile.FAMILIES.values())
+        with pytest.raises(gk.NoGPUError):
+            _compile.FAMILIES["transpose.cu"].module()

@@ -1,0 +1,207 @@
+"""gk.transpose on the GPU: every rung, every dtype, awkward shapes and strides, exact results."""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+
+import gpukernels as gk
+from gpukernels import reference
+from gpukernels.validation import poisoned
+
+cupy = pytest.importorskip("cupy")
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("index_width")]
+
+METHODS = gk.methods("transpose") + ("auto",)
+DTYPES = [numpy.dtype(t) for t in (
+    numpy.bool_, numpy.int8, numpy.int16, numpy.int32, numpy.int64, numpy.uint8, numpy.uint16,
+    numpy.uint32, numpy.uint64, numpy.float16, numpy.float32, numpy.float64, numpy.complex64,
+    numpy.complex128)]
+SHAPES = [
+    (1, 1), (1, 100), (100, 1), (31, 37), (97, 101), (127, 129), (255, 257), (256, 256),
+    (1023, 1025), (33, 65), (32, 32), (64, 96), (3, 5, 7), (2, 3, 33, 17), (0, 5), (5, 0), (0, 0),
+    (0, 3, 4), (4, 0, 3),
+]
+
+
+def shape_id(shape):
+    return "x".join(map(str, shape))
+
+
+def assert_same_bits(got, want, context=""):
+    """Exact equality, bit for bit (so -0.0 vs 0.0 or NaN payloads count)."""
+    got = cupy.asnumpy(got)
+    assert got.dtype == want.dtype, context
+    assert got.shape == want.shape, context
+    got, want = numpy.ascontiguousarray(got), numpy.ascontiguousarray(want)
+    numpy.testing.assert_array_equal(got.view(numpy.uint8), want.view(numpy.uint8),
+                                     err_msg=context)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("method", METHODS)
+def test_transpose_matches_numpy(method, dtype, shape, rng):
+    host = reference.random_array(shape, dtype, rng)
+    want = reference.transpose(host)
+    x = cupy.asarray(host)
+
+    out = poisoned(want.shape, dtype)
+    got = gk.transpose(x, method=method, out=out)
+    assert got is out
+    assert_same_bits(got, want, f"{method} {dtype} {shape} with out=")
+
+    got = gk.transpose(x, method=method)
+    assert isinstance(got, cupy.ndarray) and got.flags.c_contiguous
+    assert_same_bits(got, want, f"{method} {dtype} {shape}")
+    assert_same_bits(x, host, "the input was modified")
+
+
+# Views taken the same way on NumPy and CuPy arrays: (name, function of (xp, base)).
+VIEWS = [
+    ("step-slices", lambda xp, v: v[::2, 1::3]),
+    ("negative-strides", lambda xp, v: v[::-1, ::2]),
+    ("both-reversed", lambda xp, v: v[::-1, ::-1]),
+    ("transposed", lambda xp, v: v.T),
+    ("offset", lambda xp, v: v[3:, 5:-2]),
+    ("column", lambda xp, v: v[:, 7:8]),
+    ("broadcast-rows", lambda xp, v: xp.broadcast_to(v[:1], (40, v.shape[1]))),
+    ("broadcast-cols", lambda xp, v: xp.broadcast_to(v[:, :1], (v.shape[0], 50))),
+    ("stacked-step", lambda xp, v: v.reshape(6, 11, 10)[::2, :, ::3]),
+    ("stacked-unmergeable",  # batch axes no single stride can walk
+     lambda xp, v: v.reshape(2, 3, 11, 10).transpose(1, 0, 2, 3)[:, :, ::-1, 1:]),
+    ("stacked-broadcast", lambda xp, v: xp.broadcast_to(v[:5, :9], (4, 5, 9))),
+]
+
+
+@pytest.mark.parametrize("view", [f for _, f in VIEWS], ids=[n for n, _ in VIEWS])
+@pytest.mark.parametrize("dtype", [numpy.int8, numpy.float32, numpy.complex128], ids=str)
+@pytest.mark.parametrize("method", METHODS)
+def test_transpose_non_contiguous_input(method, dtype, view, rng):
+    base = reference.random_array((66, 10), dtype, rng)
+    host = view(numpy, base)
+    x = view(cupy, cupy.asarray(base))
+    assert x.shape == host.shape and x.strides == host.strides
+    want = reference.transpose(host)
+    assert_same_bits(gk.transpose(x, method=method), want, f"{method} {x.strides}")
+    out = poisoned(want.shape, dtype)
+    assert gk.transpose(x, method=method, out=out) is out
+    assert_same_bits(out, want)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_transpose_many_matrices(method, rng):
+    # More matrices than gridDim.z allows (65535): the batch loop must stride.
+    host = reference.random_array((70000, 3, 2), numpy.int16, rng)
+    assert_same_bits(gk.transpose(cupy.asarray(host), method=method), reference.transpose(host))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_transpose_into_non_contiguous_out(method, rng):
+    host = reference.random_array((37, 29), numpy.float32, rng)
+    big = poisoned((29, 74), numpy.float32)
+    out = big[:, ::2]
+    assert gk.transpose(cupy.asarray(host), method=method, out=out) is out
+    assert_same_bits(out, host.T)
+    assert bool(cupy.isnan(big[:, 1::2]).all()), "wrote outside out's elements"
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_transpose_out_overlapping_input(method, rng):
+    host = reference.random_array((65, 65), numpy.float64, rng)
+    x = cupy.asarray(host)
+    assert gk.transpose(x, method=method, out=x) is x
+    assert_same_bits(x, host.T)
+
+
+def test_transpose_out_errors(rng):
+    x = cupy.asarray(reference.random_array((3, 5), numpy.float32, rng))
+    with pytest.raises(ValueError):
+        gk.transpose(x, out=cupy.empty((3, 5), numpy.float32))
+    with pytest.raises(TypeError):
+        gk.transpose(x, out=cupy.empty((5, 3), numpy.float64))  # transpose does not cast
+    with pytest.raises(TypeError):
+        gk.transpose(x, out=numpy.empty((5, 3), numpy.float32))
+    assert_same_bits(gk.transpose(x), cupy.asnumpy(x).T)  # still usable
+
+
+@pytest.mark.parametrize("shape", [(), (7,), (0,)], ids=["0d", "1d", "empty-1d"])
+def test_transpose_needs_two_dimensions(shape):
+    with pytest.raises(ValueError):
+        gk.transpose(cupy.zeros(shape, numpy.float32))
+
+
+def test_transpose_invalid_method_leaves_library_usable(rng):
+    host = reference.random_array((9, 4), numpy.int32, rng)
+    x = cupy.asarray(host)
+    with pytest.raises(ValueError, match="bogus"):
+        gk.transpose(x, method="bogus")
+    with pytest.raises(TypeError):
+        gk.transpose(x, method=None)
+    for method in METHODS:
+        assert_same_bits(gk.transpose(x, method=method), host.T)
+
+
+def test_transpose_host_input_raises(rng):
+    with pytest.raises(TypeError, match=r"cupy\.asarray"):
+        gk.transpose(reference.random_array((3, 4), numpy.float32, rng))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_transpose_respects_current_stream(method, rng):
+    host = reference.random_array((513, 257), numpy.float32, rng)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        x = cupy.asarray(host)
+        y = gk.transpose(x, method=method)
+        equal = (y == x.T).all()
+        z = gk.transpose(y, method=method)
+    stream.synchronize()
+    assert bool(equal)
+    assert_same_bits(y, host.T)
+    assert_same_bits(z, host)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_transpose_cuda_array_interface_and_dlpack(method, rng):
+    host = reference.random_array((17, 40), numpy.float32, rng)
+    x = cupy.asarray(host)
+
+    class CAI:
+        __cuda_array_interface__ = x.__cuda_array_interface__
+
+    class DLPack:
+        def __dlpack__(self, **kwargs):
+            return x.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return x.__dlpack_device__()
+
+    assert_same_bits(gk.transpose(CAI(), method=method), host.T)
+    assert_same_bits(gk.transpose(DLPack(), method=method), host.T)
+
+
+def _device_random_int8(n, rng):
+    state = cupy.random.RandomState(int(rng.integers(2**31)))
+    return (state.random_sample(n, dtype=cupy.float32) * 256).astype(cupy.int32).astype(cupy.int8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape, dtype", [((1, 10**8), numpy.int8), ((10**8, 1), numpy.int8),
+                                          ((70000 * 32, 3), numpy.float32)],
+                         ids=["1x1e8-int8", "1e8x1-int8", "2240000x3-float32"])
+@pytest.mark.parametrize("method", METHODS)
+def test_transpose_huge(method, shape, dtype, rng):
+    # Compared on the GPU: a host copy of these would dominate the suite's time.
+    if dtype == numpy.int8:
+        x = _device_random_int8(shape[0] * shape[1], rng).reshape(shape)
+    else:
+        x = cupy.random.RandomState(int(rng.integers(2**31))).random_sample(shape, dtype=dtype)
+    out = poisoned(shape[::-1], dtype)
+    got = gk.transpose(x, method=method, out=out)
+    assert got is out and got.shape == shape[::-1]
+    assert bool((got == x.T).all()), f"{method} {shape}"
+    del out, got
+    got = gk.transpose(x, method=method)
+    assert got.flags.c_contiguous and bool((got == x.T).all())
