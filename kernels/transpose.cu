@@ -8,15 +8,15 @@
 // shape (gridDim.z, cols, rows). T is a carrier type of the element's size: a transpose moves bits,
 // so bool/int8/uint8 share `unsigned char`, float32/int32 share `unsigned int`, and so on.
 // Index is the integer type of all index arithmetic: `int` when the host has checked that every
-// offset fits in 31 bits, `long long` otherwise. These kernels move one element per thread, so
-// the few instructions a 64-bit multiply costs over a 32-bit one are a visible share of the time.
+// offset fits in 31 bits, `long long` otherwise. These kernels move one to four elements per
+// thread, so the few instructions a 64-bit multiply costs over a 32-bit one are a visible share
+// of the time.
 //
 // Grid mapping shared by all rungs: blockIdx.x walks column tiles (gridDim.x may reach 2^31 - 1),
 // blockIdx.z picks the matrix, and blockIdx.y walks row tiles with a grid-stride loop, because
 // gridDim.y stops at 65535 and a (10**8, 1) array has 3 million row tiles. The loop steps by
 // gridDim, so no thread divides. gridDim.z stops at 65535 too: the host splits larger stacks into
-// several launches, which costs nothing measurable, whereas a loop over matrices around the
-// shared rung's barriers cost it 10% of its bandwidth.
+// several launches.
 #include "common.cuh"
 
 // ---------------------------------------------------------------------------------------------

@@ -11,8 +11,7 @@ import numpy
 from . import _device
 
 __all__ = ["Rung", "methods", "register_ladder", "resolve_method", "launch", "ceil_div",
-           "index_type", "span",
-           "multiprocessor_count", "prepare_out", "finish_out"]
+           "index_type", "span", "multiprocessor_count", "prepare_out", "finish_out"]
 
 # CUDA's grid limits: gridDim.x up to 2^31 - 1, gridDim.y and gridDim.z up to 65535.
 MAX_GRID_X = 2**31 - 1

@@ -87,8 +87,8 @@ class KernelFamily:
     filename : str
         The source file, e.g. ``"transpose.cu"``.
     instances : list of str
-        C++ name expressions, e.g. ``"transpose_shared<unsigned int, 32>"``; each is compiled and
-        retrievable with :meth:`function`.
+        C++ name expressions, e.g. ``"transpose_shared<unsigned int, int, 32, 8>"``; each is
+        compiled and retrievable with :meth:`function`.
     """
 
     filename: str
