@@ -104,6 +104,125 @@ transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 }
 
 // ---------------------------------------------------------------------------------------------
+// Rung 4 - vector: V x V blocks of elements transposed in registers, so that every global access
+// moves a 16-byte word (or a 4-byte one where rows are not 16-byte multiples), and output rows
+// written in whole 32-byte sectors even when their starts are not aligned.
+// `shared` moves 4-byte elements at best, 1 byte for int8: a warp's request then carries 32 to
+// 128 bytes and the load/store units, not DRAM, set the pace (0.29 of a copy for int8, 0.74 for
+// float32 on the H100). Here each thread loads V words from V consecutive rows (a V x V block of
+// elements), swaps the block's rows and columns in registers, and stores the V resulting words to
+// V planes of the shared tile at the block's transposed position; after the barrier each thread
+// reads words back along a plane and writes them along output rows. Every access of global
+// memory is a word of V * sizeof(T) bytes, and a warp's request covers whole 128-byte lines.
+// The tile is TILE x TILE blocks, each plane padded so the column-wise stores hit distinct banks.
+//
+// SKEW (for outputs whose row pitch is not a multiple of 32 bytes, such as 8191 x 8193 float32):
+// a store that covers part of a 32-byte sector makes the memory system read the sector back and
+// merge it, which cost a third of the speed on odd shapes. With SKEW, the segment of output row r
+// that a tile writes starts at the first sector boundary of the row, shifted by that row's
+// misalignment f_r (0 <= f_r < E words, E = words per sector): the tile stages E - 1 extra block
+// rows of the input so every row finds its shifted segment in shared memory, and one extra tile
+// row at the end covers what the shift pushed past it. Each element is still written once.
+//
+// Requirements, checked by the host: rows and cols are multiples of V; for V > 1 the input's rows
+// are contiguous (in_col_stride == 1) and every word it reads is aligned to V * sizeof(T) bytes.
+// With V = 1 any strides work. Launch with blockDim = (TILE, ROWS).
+// ---------------------------------------------------------------------------------------------
+template <int BYTES> struct gk_word;
+template <> struct gk_word<1> { typedef unsigned char type; };
+template <> struct gk_word<2> { typedef unsigned short type; };
+template <> struct gk_word<4> { typedef unsigned int type; };
+template <> struct gk_word<8> { typedef uint2 type; };
+template <> struct gk_word<16> { typedef uint4 type; };
+
+// The word a thread moves: V elements as one vector word, or the element itself for V = 1
+// (complex128 arrays are only 8-byte aligned, so a lone 16-byte element is not a uint4).
+template <typename T, int V>
+struct gk_block_word { typedef typename gk_word<sizeof(T) * V>::type type; };
+template <typename T>
+struct gk_block_word<T, 1> { typedef T type; };
+
+// V elements of type T viewed as one word: registers, so the swaps below are free renames (for
+// 4- and 8-byte elements) or byte permutes (for 1- and 2-byte ones).
+template <typename T, int V>
+union gk_block_row {
+    typename gk_block_word<T, V>::type word;
+    T elem[V];
+};
+
+template <typename T, typename Index, int V, int TILE, int ROWS, bool SKEW>
+__global__ void __launch_bounds__(TILE * ROWS)
+transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+                 Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+    typedef typename gk_block_word<T, V>::type Word;
+    typedef gk_block_row<T, V> BlockRow;
+    constexpr int WORD_BYTES = sizeof(T) * V;
+    constexpr int SECTOR_WORDS = WORD_BYTES >= 32 ? 1 : 32 / WORD_BYTES;  // E
+    constexpr int STAGED = SKEW ? TILE + SECTOR_WORDS - 1 : TILE;  // block rows held per tile
+    constexpr int PITCH = STAGED | 1;  // odd, so lanes storing a column hit distinct banks
+    __shared__ Word tile[V][TILE][PITCH];
+
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
+    const Index block_rows = rows / V, block_cols = cols / V;
+    const Index col0 = (Index)blockIdx.x * TILE;  // first block column of the tile
+    const Index in_col = col0 + threadIdx.x;
+    const Index row_tiles = (block_rows + TILE - 1) / TILE + (SKEW ? 1 : 0);
+    for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
+        const Index row0 = (tile_row - (SKEW ? 1 : 0)) * TILE;  // first staged block row, may be < 0
+        const bool interior = row0 >= 0 && row0 + STAGED <= block_rows && col0 + TILE <= block_cols;
+        // Load: thread (x, y) reads blocks (row0 + j, col0 + x) for j = y, y + ROWS, ...
+#pragma unroll
+        for (int j0 = 0; j0 < STAGED; j0 += ROWS) {
+            const int j = j0 + threadIdx.y;
+            const Index in_row = row0 + j;
+            if ((STAGED % ROWS == 0 || j < STAGED) &&
+                (interior || (in_row >= 0 && in_row < block_rows && in_col < block_cols))) {
+                BlockRow block[V];
+#pragma unroll
+                for (int i = 0; i < V; ++i) {
+                    // For V > 1 the host has checked that in_col_stride == 1.
+                    const T* src = in + (in_row * V + i) * in_row_stride +
+                                   (V == 1 ? in_col * in_col_stride : in_col * V);
+                    block[i].word = *reinterpret_cast<const Word*>(src);
+                }
+#pragma unroll
+                for (int p = 0; p < V; ++p) {  // column p of the block: row p of its transpose
+                    BlockRow column;
+#pragma unroll
+                    for (int i = 0; i < V; ++i) column.elem[i] = block[i].elem[p];
+                    tile[p][threadIdx.x][j] = column.word;
+                }
+            }
+        }
+        __syncthreads();
+        // Store: output block row c = col0 + y + j, plane p is output row c * V + p. Its words
+        // [row0 + f, row0 + f + TILE) come from staged block rows [f, f + TILE).
+#pragma unroll
+        for (int j = 0; j < TILE; j += ROWS) {
+            const int c_local = threadIdx.y + j;
+            const Index c = col0 + c_local;
+#pragma unroll
+            for (int p = 0; p < V; ++p) {
+                T* out_row = out + (c * V + p) * rows;
+                int f = 0;
+                if (SKEW) {  // words from this row's start to its first sector boundary
+                    const unsigned long long word_address =
+                        reinterpret_cast<unsigned long long>(out_row) / WORD_BYTES;
+                    f = (int)((0ull - word_address) & (SECTOR_WORDS - 1));
+                }
+                const int staged = f + threadIdx.x;
+                const Index out_col = row0 + staged;  // a block row of the input
+                if (interior || (c < block_cols && out_col >= 0 && out_col < block_rows)) {
+                    *reinterpret_cast<Word*>(out_row + out_col * V) = tile[p][c_local][staged];
+                }
+            }
+        }
+        if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Ceilings for the benchmark (not rungs): the row and column copies of the bandwidth study that
 // the naive kernels are measured against. Same access pattern as naive / naive_col, no transpose:
 // copy_row reads and writes along rows (the best a one-element-per-thread kernel can do), copy_col

@@ -205,3 +205,61 @@ def test_transpose_huge(method, shape, dtype, rng):
     del out, got
     got = gk.transpose(x, method=method)
     assert got.flags.c_contiguous and bool((got == x.T).all())
+
+
+def _vector_cases():
+    """(itemsize, config, skew, shape) reaching every transpose_vector instance.
+
+    Rows that are a multiple of V but whose byte length is not a multiple of 32 need SKEW; cols
+    that are a multiple of this config's V but not of the previous (larger) one rule that one out.
+    """
+    from gpukernels.ops.transpose import SECTOR_BYTES, VECTOR_CONFIGS
+    cases = []
+    for itemsize, configs in VECTOR_CONFIGS.items():
+        for position, config in enumerate(configs):
+            vector, tile = config[0], config[1]
+            larger = configs[position - 1][0] if position else None
+            cols = vector * (2 * tile + 1)
+            if larger is not None and cols % larger == 0:
+                cols += vector
+            for skew in (False, True):
+                sector_rows = max(vector, SECTOR_BYTES // itemsize)  # rows * itemsize % 32 == 0
+                rows = sector_rows * (3 * tile // max(1, sector_rows // vector) + 2)
+                if skew:
+                    rows += vector  # still a multiple of V, no longer of the sector
+                    if rows * itemsize % SECTOR_BYTES == 0:
+                        continue  # V x itemsize is a whole sector: no skewed rows exist
+                cases.append((itemsize, config, skew, (rows, cols)))
+    return cases
+
+
+_INT_BY_SIZE = {1: numpy.uint8, 2: numpy.uint16, 4: numpy.uint32, 8: numpy.uint64,
+                16: numpy.complex128}
+
+
+@pytest.mark.parametrize("itemsize, config, skew, shape", _vector_cases(),
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+@pytest.mark.parametrize("batch", [1, 3])
+def test_transpose_vector_every_instance(itemsize, config, skew, shape, batch, rng):
+    from gpukernels._common import record_launches
+    dtype = _INT_BY_SIZE[itemsize]
+    full = (batch, *shape) if batch > 1 else shape
+    host = reference.random_array(full, dtype, rng)
+    x = cupy.asarray(host)
+    out = poisoned(reference.transpose(host).shape, dtype)
+    with record_launches() as launches:
+        got = gk.transpose(x, method="vector", out=out)
+    assert_same_bits(got, reference.transpose(host), f"{config} skew={skew}")
+    from gpukernels.ops import transpose as ops
+    expected = {id(ops.KERNELS.function(ops._vector_name(itemsize, index, config, skew)))
+                for index in ("int", "long long")}
+    assert launches and all(id(record.kernel) in expected for record in launches)
+
+
+@pytest.mark.parametrize("offset", [1, 4, 16])
+def test_transpose_vector_unaligned_base(offset, rng):
+    # A view that starts inside a 16-byte word cannot use the 16-byte instance: a smaller V.
+    host = reference.random_array((64, 64 * 17 + 16), numpy.uint8, rng)
+    x = cupy.asarray(host)[:, offset:offset + 64 * 17]
+    want = host[:, offset:offset + 64 * 17].T
+    assert_same_bits(gk.transpose(x, method="vector"), want, f"offset {offset}")

@@ -18,6 +18,8 @@ RUNGS = register_ladder("transpose", (
     Rung("naive_col", "indices swapped: strided column reads, coalesced row writes"),
     Rung("shared", "32x32 tile through padded shared memory: reads and writes both coalesced; "
                    "32x8 threads, 4 elements each"),
+    Rung("vector", "VxV element blocks transposed in registers: 16-byte (or 4-byte) words on "
+                   "every global access; unaligned output rows written in whole 32-byte sectors"),
 ))
 
 # A transpose moves bits, so one instance serves every dtype of an item size.
@@ -27,7 +29,25 @@ SHARED_TILE = 32
 SHARED_ROWS = 8  # threads per tile column: each thread moves SHARED_TILE / SHARED_ROWS elements
 NAIVE_BLOCK = (16, 16)  # the bandwidth study's block: 16 x 16 threads
 
+#: transpose_vector configurations per item size, best first: (V, TILE, ROWS). V x V element
+#: blocks make 16-byte words (4-byte words as the second choice for 1- and 2-byte items); V = 1,
+#: the last choice, runs on any shape and strides. Measured on an H100 (benchmarks/NOTES.md).
+VECTOR_CONFIGS = {
+    1: ((16, 8, 8), (4, 32, 8), (1, 32, 8)),
+    2: ((8, 16, 16), (2, 32, 8), (1, 32, 8)),
+    4: ((4, 16, 8), (1, 32, 8)),
+    8: ((1, 32, 16),),
+    16: ((1, 32, 8),),
+}
+SECTOR_BYTES = 32  # the unit of DRAM access: an output row starting inside one needs SKEW
 
+
+
+
+def _vector_name(itemsize: int, index: str, config: tuple[int, int, int], skew: bool) -> str:
+    vector, tile, threads_y = config
+    return (f"transpose_vector<{CARRIERS[itemsize]}, {index}, {vector}, {tile}, {threads_y}, "
+            f"{'true' if skew else 'false'}>")
 
 
 def _kernel_name(method: str, itemsize: int, index: str) -> str:
@@ -43,7 +63,10 @@ def _ceiling_name(kind: str, itemsize: int, index: str) -> str:
 
 KERNELS = _compile.register("transpose.cu", [
     *(_kernel_name(rung.name, size, index)
-      for rung in RUNGS for size in CARRIERS for index in INDEX_SCALARS),
+      for rung in RUNGS if rung.name != "vector" for size in CARRIERS for index in INDEX_SCALARS),
+    *(_vector_name(size, index, config, skew)
+      for size, configs in VECTOR_CONFIGS.items() for config in configs
+      for index in INDEX_SCALARS for skew in (False, True)),
     *(_ceiling_name(kind, size, index)
       for kind in ("row", "col") for size in CARRIERS for index in INDEX_SCALARS),
 ])
@@ -56,8 +79,34 @@ def _check_dtype(dtype: numpy.dtype) -> None:
         )
 
 
-def _launch_config(method: str, rows: int, cols: int, batch: int):
+def _vector_plan(stacked, result, rows: int, cols: int) -> tuple[tuple[int, int, int], bool]:
+    """The transpose_vector configuration for one launch, and whether it needs SKEW.
+
+    V > 1 needs contiguous input rows, rows and cols that are multiples of V, and every word
+    aligned to V * itemsize bytes (strides and both base addresses); otherwise a smaller V.
+    """
+    itemsize = stacked.itemsize
+    batch_stride, row_stride, col_stride = (s // itemsize for s in stacked.strides)
+    for config in VECTOR_CONFIGS[itemsize]:
+        vector = config[0]
+        word = vector * itemsize
+        if vector == 1 or (
+                col_stride == 1 and rows % vector == 0 and cols % vector == 0
+                and row_stride % vector == 0 and batch_stride % vector == 0
+                and stacked.data.ptr % word == 0 and result.data.ptr % word == 0):
+            break
+    aligned_rows = (rows * itemsize) % SECTOR_BYTES == 0 and result.data.ptr % SECTOR_BYTES == 0
+    return config, not aligned_rows
+
+
+def _launch_config(method: str, rows: int, cols: int, batch: int, vector_config=None,
+                   skew: bool = False):
     """(grid, block) for a rung; see the grid mapping described in kernels/transpose.cu."""
+    if method == "vector":  # a block covers TILE x TILE blocks of V x V elements
+        vector, tile, threads_y = vector_config
+        row_tiles = ceil_div(rows // vector, tile) + (1 if skew else 0)
+        return ((ceil_div(cols // vector, tile), min(row_tiles, MAX_GRID_YZ), min(batch, MAX_GRID_YZ)),
+                (tile, threads_y, 1))
     if method == "shared":  # a block covers a SHARED_TILE x SHARED_TILE tile
         block = (SHARED_TILE, SHARED_ROWS, 1)
         grid = (ceil_div(cols, SHARED_TILE), min(ceil_div(rows, SHARED_TILE), MAX_GRID_YZ),
@@ -119,7 +168,7 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
             f"transpose needs an array of at least 2 dimensions (..., M, N); got shape {x.shape}"
         )
     _check_dtype(x.dtype)
-    method = resolve_method("transpose", method, auto="shared")
+    method = resolve_method("transpose", method, auto="vector")
     *batch_shape, rows, cols = x.shape
     out_shape = (*batch_shape, cols, rows)
     direct = out is not None and prepare_out(out, out_shape, x.dtype, x.device.id, (x,),
@@ -142,13 +191,18 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
 
         # 3. Launch: one matrix per blockIdx.z, so stacks deeper than gridDim.z allows take
         # several launches.
-        kernel = KERNELS.function(_kernel_name(method, x.itemsize, index))
         batch = stacked.shape[0]
         chunks = [(stacked, flat_out)] if batch <= MAX_GRID_YZ else [
             (stacked[i:i + MAX_GRID_YZ], flat_out[i:i + MAX_GRID_YZ])
             for i in range(0, batch, MAX_GRID_YZ)]
         for chunk_in, chunk_out in chunks:
-            grid, block = _launch_config(method, rows, cols, chunk_in.shape[0])
+            if method == "vector":
+                config, skew = _vector_plan(chunk_in, chunk_out, rows, cols)
+                kernel = KERNELS.function(_vector_name(x.itemsize, index, config, skew))
+                grid, block = _launch_config(method, rows, cols, chunk_in.shape[0], config, skew)
+            else:
+                kernel = KERNELS.function(_kernel_name(method, x.itemsize, index))
+                grid, block = _launch_config(method, rows, cols, chunk_in.shape[0])
             launch(kernel, grid, block, (chunk_in, chunk_out, to_index(rows), to_index(cols),
                                          batch_stride, row_stride, col_stride))
     return finish_out(result, out, direct)
