@@ -155,11 +155,22 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
         to_index = INDEX_SCALARS[index]
         strides = [to_index(s // a_stack.itemsize) for s in a_stack.strides + b_stack.strides]
 
-        # 3. Launch.
+        # 3. Launch: one thread per element of C (row tiles in y, matrices in z). Problems past
+        # gridDim.y's or gridDim.z's 65535 go in several launches, over row ranges of one matrix
+        # at a time when M needs it (C's batch stride is M * N inside the kernel).
+        kernel = KERNELS.function(_kernel_name(method, dtype, index))
         block = (TILE, TILE, 1) if method == "tiled" else (*NAIVE_BLOCK, 1)
-        grid = (ceil_div(N, block[0]), min(ceil_div(M, block[1]), MAX_GRID_YZ),
-                min(batch, MAX_GRID_YZ))
-        launch(KERNELS.function(_kernel_name(method, dtype, index)), grid, block,
-               (a_stack, b_stack, result, to_index(M), to_index(N), to_index(K),
-                to_index(batch), *strides))
+        rows_per_launch = MAX_GRID_YZ * block[1]
+        flat_c = result.reshape(batch, M, N)
+        if M <= rows_per_launch:
+            chunks = [(a_stack[i:i + MAX_GRID_YZ], b_stack[i:i + MAX_GRID_YZ],
+                       flat_c[i:i + MAX_GRID_YZ], M) for i in range(0, batch, MAX_GRID_YZ)]
+        else:
+            chunks = [(a_stack[i:i + 1, r:r + rows_per_launch], b_stack[i:i + 1],
+                       flat_c[i:i + 1, r:r + rows_per_launch], builtins.min(rows_per_launch, M - r))
+                      for i in range(batch) for r in range(0, M, rows_per_launch)]
+        for a_part, b_part, c_part, rows in chunks:
+            grid = (ceil_div(N, block[0]), ceil_div(rows, block[1]), a_part.shape[0])
+            launch(kernel, grid, block, (a_part, b_part, c_part, to_index(rows), to_index(N),
+                                         to_index(K), to_index(a_part.shape[0]), *strides))
     return finish_out(result, out, direct)
