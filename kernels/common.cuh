@@ -51,6 +51,14 @@ __device__ __forceinline__ gk_complex<R> operator+(gk_complex<R> a, gk_complex<R
     return c;
 }
 
+template <typename R>
+__device__ __forceinline__ gk_complex<R> operator*(gk_complex<R> a, gk_complex<R> b) {
+    gk_complex<R> c;
+    c.re = a.re * b.re - a.im * b.im;
+    c.im = a.re * b.im + a.im * b.re;
+    return c;
+}
+
 // to_acc<Acc>(x): one input element converted to the accumulator type. Integers widen to
 // unsigned 64-bit, where overflow wraps modulo 2^64 without undefined behaviour; truncating the
 // final value to the result width gives NumPy's wrap-around for every integer dtype.

@@ -37,23 +37,25 @@ def call(op, x):
 # --- ladders ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("op, ladder", [
-    ("transpose", ("naive", "naive_col", "shared")),
+    ("transpose", ("naive", "naive_col", "shared", "vector")),
     ("matmul", ("naive", "tiled")),
-    ("sum", ("two_pass",)),
-], ids=["transpose", "matmul", "sum"])
+    ("reduce", ("two_pass", "shuffle", "one_pass")),
+    ("sum", ("two_pass", "shuffle", "one_pass")),
+    ("max", ("two_pass", "shuffle", "one_pass")),
+], ids=["transpose", "matmul", "reduce", "sum", "max"])
 def test_methods(op, ladder):
     assert gk.methods(op) == ladder
     assert "auto" not in gk.methods(op)
 
 
-@pytest.mark.parametrize("op", ["prod", "", "Transpose", None])
+@pytest.mark.parametrize("op", ["argmax", "", "Transpose", None])
 def test_methods_unknown_operation(op):
     with pytest.raises(ValueError, match="unknown operation"):
         gk.methods(op)
 
 
 def test_public_names():
-    for name in ("transpose", "matmul", "sum", "methods", "gpu_available", "KernelCompileError",
+    for name in ("transpose", "matmul", "sum", "prod", "min", "max", "methods", "gpu_available", "KernelCompileError",
                  "NoGPUError", "__version__"):
         assert hasattr(gk, name), name
         assert name in gk.__all__

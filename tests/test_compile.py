@@ -99,26 +99,30 @@ def test_every_matmul_rung_and_dtype_has_an_instance(rung):
         assert _has_instance(instances, f"matmul_{rung}", ctype), (rung, ctype)
 
 
-@pytest.mark.parametrize("rung", gk.methods("sum"))
-def test_every_sum_rung_and_dtype_has_an_instance(rung):
+@pytest.mark.parametrize("operation", sorted(reduction_mod.OPERATORS))
+@pytest.mark.parametrize("rung", gk.methods("reduce"))
+def test_every_reduction_rung_and_dtype_has_an_instance(rung, operation):
     instances = _compile.FAMILIES["reduce.cu"].instances
     ctypes = reduction_mod._C_TYPES
-    for dtype, ctype in ctypes.items():
-        assert _has_instance(instances, f"reduce_{rung}", "SumOp", ctype), (rung, ctype)
+    op = reduction_mod.OPERATORS[operation]
+    requests = SUM_REQUESTS if operation in ("sum", "prod") else [None]
     # Every (input dtype, dtype=) request the wrapper accepts plans onto compiled instances,
     # for the first pass and for the pass over the partials.
-    for dtype, requested in itertools.product(NUMERIC_DTYPES, SUM_REQUESTS):
+    planned = 0
+    for dtype, requested in itertools.product(NUMERIC_DTYPES, requests):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                result = reduction_mod.sum_result_dtype(dtype, requested)
+                result = reduction_mod.reduction_result_dtype(operation, dtype, requested)
             except TypeError:
                 continue
-        read, acc = reduction_mod._plan(dtype, result)
-        assert _has_instance(instances, f"reduce_{rung}", "SumOp", ctypes[read], ctypes[acc]), \
+        read, acc = reduction_mod._plan(op, rung, dtype, result)
+        assert _has_instance(instances, f"reduce_{rung}", op, ctypes[read], ctypes[acc]), \
             (dtype, requested, read, acc)
-        assert _has_instance(instances, f"reduce_{rung}", "SumOp", ctypes[acc], ctypes[acc]), \
+        assert _has_instance(instances, f"reduce_{rung}", op, ctypes[acc], ctypes[acc]), \
             (dtype, requested, acc)
+        planned += 1
+    assert planned >= 12  # every real dtype at least
 
 
 def test_instances_name_only_registered_rungs():
