@@ -16,12 +16,14 @@ from ._common import methods
 from ._compile import KernelCompileError
 from ._device import NoGPUError, gpu_available
 from .ops.matmul import matmul
-from .ops.reduce import sum
+from .ops.reduce import max, min, prod, sum
 from .ops.transpose import transpose
+from .introspect import describe
 
-__all__ = ["transpose", "matmul", "sum", "methods", "gpu_available", "KernelCompileError",
+__all__ = ["transpose", "matmul", "sum", "prod", "min", "max", "methods", "gpu_available", "KernelCompileError",
            "NoGPUError", "__version__"]
 __version__ = "0.1.0"
+__all__.append("describe")
 
 
 def _compile_at_import() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
+import threading
 from dataclasses import dataclass
 
 import numpy
@@ -11,7 +13,8 @@ import numpy
 from . import _device
 
 __all__ = ["Rung", "methods", "register_ladder", "resolve_method", "launch", "ceil_div",
-           "index_type", "span", "multiprocessor_count", "prepare_out", "finish_out"]
+           "index_type", "span", "multiprocessor_count", "prepare_out", "finish_out",
+           "LaunchRecord", "record_launches"]
 
 # CUDA's grid limits: gridDim.x up to 2^31 - 1, gridDim.y and gridDim.z up to 65535.
 MAX_GRID_X = 2**31 - 1
@@ -124,11 +127,52 @@ def multiprocessor_count() -> int:
 _max_threads: dict[int, int] = {}
 
 
+@dataclass(frozen=True)
+class LaunchRecord:
+    """One launch seen by :func:`record_launches`: the kernel object and its configuration."""
+
+    kernel: object
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int = 0  # dynamic shared memory, bytes
+
+
+_recorder = threading.local()  # .state: (list of LaunchRecord, dry_run) inside record_launches
+
+
+@contextlib.contextmanager
+def record_launches(*, dry_run: bool = False):
+    """Record every :func:`launch` made by this thread inside the ``with`` block.
+
+    Yields the list that receives a :class:`LaunchRecord` per launch, after the launch checks
+    passed. With ``dry_run=True`` the kernels are not launched: the wrappers still validate,
+    allocate and choose their configuration, so the records say what a call would run. Other
+    threads launch as usual. Blocks nest; the innermost one records.
+
+    Examples
+    --------
+    >>> import cupy, gpukernels as gk
+    >>> from gpukernels._common import record_launches
+    >>> with record_launches(dry_run=True) as launches:  # doctest: +SKIP
+    ...     gk.transpose(cupy.empty((64, 64), cupy.float32), method="naive")
+    >>> launches[0].grid, launches[0].block  # doctest: +SKIP
+    ((4, 4, 1), (16, 16, 1))
+    """
+    saved = getattr(_recorder, "state", None)
+    records: list[LaunchRecord] = []
+    _recorder.state = (records, dry_run)
+    try:
+        yield records
+    finally:
+        _recorder.state = saved
+
+
 def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args: tuple) -> None:
     """Launch ``kernel`` on the current stream after checking the configuration against limits.
 
     A configuration the device cannot run raises ValueError here instead of failing inside CUDA
-    (where CuPy reports it only as an invalid-argument error after the fact).
+    (where CuPy reports it only as an invalid-argument error after the fact). Inside
+    :func:`record_launches` the launch is recorded (and skipped in a dry run).
     """
     threads = block[0] * block[1] * block[2]
     limit = _max_threads.get(id(kernel))
@@ -144,6 +188,11 @@ def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args
             f"{kernel.name}: grid {grid} is outside CUDA's limits "
             f"(x <= {MAX_GRID_X}, y and z <= {MAX_GRID_YZ}); the input is too large for this rung"
         )
+    state = getattr(_recorder, "state", None)
+    if state is not None:
+        state[0].append(LaunchRecord(kernel, tuple(grid), tuple(block)))
+        if state[1]:
+            return
     kernel(grid, block, args)
 
 

@@ -1,0 +1,133 @@
+"""Regenerate the committed results: the benchmark sweeps, their plots and the executed notebook.
+
+Run on the GPU the results should describe (an H100 for the committed ones), from the
+repository root, with the ``bench`` and ``test`` extras installed:
+
+    python benchmarks/regenerate.py
+
+It writes ``benchmarks/results/bench.json`` (every measurement, with the device, clocks,
+versions and date), ``bench.txt`` (the table), ``bench.md`` (the README's summary of it),
+``bench-transpose.png``, ``bench-matmul.png``, ``bench-reduce.png``, and executes
+``notebooks/ladders.ipynb`` in place, so it is saved with its outputs. ``--out DIR`` and ``--notebook PATH`` write elsewhere; ``--quick`` runs the small
+sizes (for trying the script, not for committing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "ladders.ipynb"
+
+
+def headline(result):
+    """The rows the README's table shows: the largest square float32 and int8 transposes and
+    the shapes outside the sweep, the largest square matmul and the odd one, full float32 and
+    int32 sums of the largest size and of 10**7 elements, and the sums over one axis."""
+    def largest(rows):
+        return max((r.shape for r in rows if r.sweep == "size"), key=lambda s: s[0], default=None)
+
+    transposes = result.filter(operation="transpose")
+    products = result.filter(operation="matmul")
+    sums = result.filter(operation="sum")
+    n = largest(transposes)
+    cases = {("transpose", n, "float32"), ("transpose", n, "int8"),
+             ("matmul", largest(products), "float32")}
+    cases |= {(r.operation, r.shape, r.dtype) for r in transposes
+              if r.sweep != "size" and r.dtype == "float32"}
+    cases |= {(r.operation, r.shape, r.dtype) for r in products if r.sweep != "size"}
+    cases |= {("sum", largest(sums), dtype) for dtype in ("float32", "int32")}
+    cases |= {("sum", (10**7,), "int32")}
+    return type(result)([r for r in result if (r.operation, r.shape, r.dtype) in cases
+                         or (r.operation == "sum" and r.sweep == "axis")], result.environment)
+
+
+def summary_tables(result) -> str:
+    """Markdown tables of :func:`headline`'s cases, one per operation: a row per input, the
+    ceiling's rate, then every other candidate's rate as a fraction of it."""
+    tables = []
+    selected = headline(result)
+    for operation in dict.fromkeys(r.operation for r in selected):
+        rows = [r for r in selected if r.operation == operation]
+        columns = list(dict.fromkeys((r.method, r.kind) for r in sorted(
+            rows, key=lambda r: {"ceiling": 0, "rung": 1}.get(r.kind, 2))))
+        header = [f"{operation} input"] + [
+            f"{method} (ceiling)" if kind == "ceiling" else method for method, kind in columns]
+        lines = ["| " + " | ".join(header) + " |",
+                 "| --- |" + " ---: |" * len(columns)]
+        for case in dict.fromkeys((r.case, r.dtype) for r in rows):
+            cells = [f"{case[0]} {case[1]}"]
+            for method, kind in columns:
+                match = [r for r in rows if (r.case, r.dtype, r.method) == (*case, method)]
+                r = match[0] if match else None
+                if r is None:
+                    cells.append("")
+                elif r.status != "ok" or r.correct is False:
+                    cells.append({"not supported": "n/s", "skipped": "skipped"}.get(
+                        r.status, r.status.upper()))
+                elif kind == "ceiling":
+                    cells.append(f"{r.rate:.0f} {r.unit}" if r.rate >= 100
+                                 else f"{r.rate:.1f} {r.unit}")
+                else:
+                    cells.append(f"{r.ratio:.2f}")
+            lines.append("| " + " | ".join(cells) + " |")
+        tables.append("\n".join(lines))
+    return "\n\n".join(tables)
+
+
+def run_sweeps(out: Path, quick: bool) -> int:
+    from gpukernels import benchmark
+
+    start = time.perf_counter()
+    result = benchmark.bench(quick=quick)
+    out.mkdir(parents=True, exist_ok=True)
+    result.save_json(out / "bench.json")
+    (out / "bench.txt").write_text(str(result) + "\n")
+    (out / "bench.md").write_text(summary_tables(result) + "\n")
+    written = result.save_plots(out / "bench.png")
+    print(f"sweeps: {len(result)} measurements in {time.perf_counter() - start:.0f} s; wrote "
+          f"{out / 'bench.json'}, {out / 'bench.txt'}, {out / 'bench.md'}, "
+          + ", ".join(map(str, written)))
+    for row in result.wrong:
+        print(f"WRONG: {row.operation}/{row.method} {row.case} {row.dtype} {row.notes}")
+    return 1 if result.wrong else 0
+
+
+def execute_notebook(source: Path, target: Path, timeout: int = 900) -> None:
+    import nbclient
+    import nbformat
+
+    start = time.perf_counter()
+    notebook = nbformat.read(source, as_version=4)
+    client = nbclient.NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                                     resources={"metadata": {"path": str(ROOT)}})
+    client.execute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    print(f"notebook: executed {source.name} in {time.perf_counter() - start:.0f} s; "
+          f"wrote {target}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results",
+                        help="folder for bench.json, bench.txt and the PNGs")
+    parser.add_argument("--notebook", type=Path, default=NOTEBOOK,
+                        help="where to write the executed notebook (default: in place)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, to try the script")
+    parser.add_argument("--skip-sweeps", action="store_true", help="only execute the notebook")
+    parser.add_argument("--skip-notebook", action="store_true", help="only run the sweeps")
+    args = parser.parse_args(argv)
+    status = 0
+    if not args.skip_sweeps:
+        status = run_sweeps(args.out, args.quick)
+    if not args.skip_notebook:
+        execute_notebook(NOTEBOOK, args.notebook)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

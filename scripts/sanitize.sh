@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Run the GPU test suite under compute-sanitizer's four tools and fail on any error.
+#
+#   memcheck   out-of-bounds and misaligned accesses; CuPy's memory pool is turned off
+#              (GPUKERNELS_NO_POOL=1) and every allocation padded by 512 bytes (--padding 512),
+#              so an access past an array lands outside any allocation, not in a pooled block
+#   racecheck  shared-memory data races
+#   synccheck  barriers and warp-synchronous instructions used wrongly (divergent __syncthreads,
+#              bad masks)
+#   initcheck  reads of device memory nothing has written (pool off, as for memcheck)
+#
+# Kernels are compiled with -lineinfo (GPUKERNELS_LINEINFO=1), so reports name source lines.
+# Each tool runs `pytest -q -m "gpu and not slow and not large"`; a tool passes only when the
+# sanitizer exits 0, every sanitizer summary in its output reports 0 errors, and the pytest
+# summary line shows tests that passed and none that failed or errored (a run that checked no
+# test proves nothing). The script prints each tool's time and exits non-zero on any problem.
+#
+# racecheck and synccheck slow every shared-memory access down, so by default they run only the
+# tests of the rungs whose kernels use shared memory, barriers or warp-level synchronisation,
+# found at run time (static shared memory of the compiled kernels, or such instructions in
+# their source) and selected with pytest -k by rung name (the test ids carry the rung name).
+# --all-tests runs them over the whole suite. memcheck and initcheck always run every GPU test.
+#
+# usage: scripts/sanitize.sh [options] [-- pytest arguments]
+#   --tool NAME     run only this tool (repeatable, or comma-separated); default: all four
+#   --all-tests     racecheck and synccheck over the whole GPU suite too
+#   --large         include the tests marked slow or large (excluded by default: they take
+#                   far longer under a sanitizer)
+#   --marker EXPR   pytest -m expression instead of "gpu and not slow and not large"
+#   --log-dir DIR   where the full log of each tool goes (default: a new temporary directory)
+#   -h, --help      this text
+# Arguments after -- go to pytest, e.g. test files or `-k sum` (a -k of yours replaces the rung
+# selection of racecheck and synccheck).
+#
+# Environment: PYTHON (default python3), COMPUTE_SANITIZER (default: compute-sanitizer on PATH,
+# else /usr/local/cuda/bin/compute-sanitizer).
+#
+# Examples:
+#   scripts/sanitize.sh                                   # all four tools
+#   scripts/sanitize.sh --tool memcheck -- tests/test_sum.py -x
+#   scripts/sanitize.sh --tool racecheck,synccheck --all-tests
+set -uo pipefail
+
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+tools=()
+all_tests=0
+marker="gpu and not slow and not large"
+log_dir=
+pytest_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --tool) [ $# -ge 2 ] || { echo "--tool needs a name" >&2; exit 2; }
+                IFS=, read -r -a names <<< "$2"; tools+=("${names[@]}"); shift 2 ;;
+        --tool=*) IFS=, read -r -a names <<< "${1#--tool=}"; tools+=("${names[@]}"); shift ;;
+        --all-tests) all_tests=1; shift ;;
+        --large) marker="gpu"; shift ;;
+        --marker) [ $# -ge 2 ] || { echo "--marker needs an expression" >&2; exit 2; }
+                  marker="$2"; shift 2 ;;
+        --log-dir) [ $# -ge 2 ] || { echo "--log-dir needs a directory" >&2; exit 2; }
+                   log_dir="$2"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        --) shift; pytest_args=("$@"); break ;;
+        *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+[ ${#tools[@]} -gt 0 ] || tools=(memcheck racecheck synccheck initcheck)
+for tool in "${tools[@]}"; do
+    case "$tool" in
+        memcheck|racecheck|synccheck|initcheck) ;;
+        *) echo "unknown tool '$tool': choose memcheck, racecheck, synccheck or initcheck" >&2
+           exit 2 ;;
+    esac
+done
+
+cd "$(dirname "$0")/.." || exit 2
+PYTHON=${PYTHON:-python3}
+sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+if ! command -v "$sanitizer" > /dev/null 2>&1; then
+    echo "compute-sanitizer not found (looked for '$sanitizer'); set COMPUTE_SANITIZER" >&2
+    exit 2
+fi
+[ -n "$log_dir" ] || log_dir=$(mktemp -d "${TMPDIR:-/tmp}/gpukernels-sanitize.XXXXXX")
+mkdir -p "$log_dir" || exit 2
+export GPUKERNELS_LINEINFO=1
+user_k=0
+for arg in ${pytest_args[@]+"${pytest_args[@]}"}; do
+    case "$arg" in -k|-k*) user_k=1 ;; esac
+done
+
+# Compile every kernel with -lineinfo once, outside the sanitizer (CuPy caches the binaries).
+"$PYTHON" -c "import gpukernels as gk; print('gpukernels', gk.__version__, '- GPU:', gk.gpu_available())" \
+    || { echo "cannot import gpukernels with $PYTHON" >&2; exit 2; }
+
+# Rungs whose kernels use shared memory, barriers or warp-level synchronisation.
+sync_rungs() {
+    "$PYTHON" - <<'EOF'
+import re
+
+import gpukernels as gk
+from gpukernels import _compile
+
+rungs = set()
+for operation in ("transpose", "matmul", "reduce", "sum", "prod", "min", "max"):
+    try:
+        rungs |= set(gk.methods(operation))
+    except ValueError:
+        pass
+synchronising = re.compile(r"__syncthreads|__syncwarp|__shfl|_sync\s*\(|__shared__|"
+                           r"cooperative_groups|bar\.sync|barrier|cp\.async")
+selected = set()
+for family in _compile.FAMILIES.values():
+    code = _compile.load_source(family.filename)
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)  # comments out
+    kernels = list(re.finditer(r"__global__", code))
+    for instance in family.instances:
+        base = instance.split("<", 1)[0].strip()
+        rung = base.split("_", 1)[-1]
+        if rung not in rungs:
+            continue  # not a rung (e.g. the benchmark's copy kernels)
+        kernel = family.function(instance)
+        body = ""
+        definition = re.search(rf"\b{re.escape(base)}\s*\(", code)
+        if definition:
+            later = [k.start() for k in kernels if k.start() > definition.end()]
+            body = code[definition.start():later[0] if later else len(code)]
+        if getattr(kernel, "shared_size_bytes", 0) or synchronising.search(body):
+            selected.add(rung)
+print(" ".join(sorted(selected)))
+EOF
+}
+
+# The pytest summary line ("12 passed, 3 skipped in 4.5s", or "no tests ran in 0.1s").
+pytest_summary() {
+    grep -E '^=*[[:space:]]*(no tests ran|([0-9]+ [a-z]+(, )?)+) in [0-9.]+s' "$1" | tail -n 1 \
+        | sed -E 's/^=+ //; s/ =+$//'
+}
+count() {  # count WORD SUMMARY: the number before WORD in the summary line, or 0
+    local n
+    n=$(grep -oE "[0-9]+ $1" <<< "$2" | head -n 1 | cut -d' ' -f1)
+    echo "${n:-0}"
+}
+# Total errors over every sanitizer summary in a log (one per process); "none" if there is none.
+sanitizer_errors() {
+    local lines
+    lines=$(grep -E '(ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: .*\([0-9]+ error)' "$1")
+    if [ -z "$lines" ]; then echo none; return; fi
+    grep -oE '(SUMMARY: |\()[0-9]+ error' <<< "$lines" | grep -oE '[0-9]+' \
+        | awk '{ total += $1 } END { print total + 0 }'
+}
+
+declare -A seconds_of summary_of errors_of verdict_of
+failed=0
+for tool in "${tools[@]}"; do
+    options=(--tool "$tool" --error-exitcode 86 --target-processes all --report-api-errors no)
+    environment=()
+    selection=()
+    case "$tool" in
+        memcheck) options+=(--padding 512); environment=(GPUKERNELS_NO_POOL=1) ;;
+        initcheck) environment=(GPUKERNELS_NO_POOL=1) ;;
+        racecheck|synccheck)
+            if [ "$all_tests" = 0 ] && [ "$user_k" = 0 ]; then
+                names=$(sync_rungs) || { echo "could not list the rungs (is there a GPU?)" >&2; exit 2; }
+                if [ -z "$names" ]; then
+                    echo "$tool: no rung uses shared memory or barriers; nothing to check" >&2
+                    verdict_of[$tool]="FAILED (no rungs selected)"; failed=1; continue
+                fi
+                expression=$(sed 's/ / or /g' <<< "$names")
+                selection=(-k "$expression")
+                echo "$tool: the tests of rungs $names"
+            fi ;;
+    esac
+    log="$log_dir/$tool.log"
+    command=("$sanitizer" "${options[@]}" "$PYTHON" -m pytest -q -p no:cacheprovider -m "$marker"
+             ${selection[@]+"${selection[@]}"} ${pytest_args[@]+"${pytest_args[@]}"})
+    echo "=== $tool: $(printf '%q ' ${environment[@]+"${environment[@]}"} "${command[@]}")"
+    start=$(date +%s.%N)
+    env ${environment[@]+"${environment[@]}"} "${command[@]}" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
+    summary=$(pytest_summary "$log")
+    errors=$(sanitizer_errors "$log")
+    passed=$(count passed "$summary")
+    problems=()
+    [ "$status" = 0 ] || problems+=("exit status $status")
+    [ "$errors" = 0 ] || problems+=("sanitizer errors: $errors")
+    [ -n "$summary" ] || problems+=("no pytest summary line")
+    [ "$passed" -gt 0 ] || problems+=("no test passed")
+    [ "$(count failed "$summary")" = 0 ] || problems+=("failed tests")
+    [ "$(count error "$summary")" = 0 ] || problems+=("test errors")  # "1 error", "2 errors"
+    seconds_of[$tool]=$seconds
+    summary_of[$tool]=${summary:-none}
+    errors_of[$tool]=$errors
+    if [ ${#problems[@]} -eq 0 ]; then
+        verdict_of[$tool]=ok
+    else
+        joined=$(printf '%s; ' "${problems[@]}")
+        verdict_of[$tool]="FAILED (${joined%; })"
+        failed=1
+    fi
+    echo "=== $tool: ${verdict_of[$tool]} in ${seconds}s; pytest: ${summary:-none}; sanitizer errors: $errors"
+done
+
+echo
+printf '%-10s %8s  %-16s %-40s %s\n' tool seconds "sanitizer errors" "pytest" verdict
+for tool in "${tools[@]}"; do
+    printf '%-10s %8s  %-16s %-40s %s\n' "$tool" "${seconds_of[$tool]:--}" "${errors_of[$tool]:--}" \
+        "${summary_of[$tool]:--}" "${verdict_of[$tool]}"
+done
+echo "full logs: $log_dir/<tool>.log"
+exit "$failed"

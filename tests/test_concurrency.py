@@ -1,0 +1,292 @@
+"""Concurrency: threads calling every operation at once from a cold kernel cache, ordering on
+non-default streams, and arrays on a second GPU.
+
+The two-GPU tests skip on a machine with one GPU; run them on one with two (e.g. the
+nvidia-h200-x2 device kind).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+
+import numpy
+import pytest
+
+import gpukernels as gk
+from gpukernels import _common, _compile, reference
+from gpukernels.validation import poisoned
+
+from edges_helpers import (ALL_REDUCTIONS, MATMUL_METHODS, NUMPY_REDUCTIONS, REDUCE_METHODS,
+                           REDUCTIONS, TRANSPOSE_METHODS, reduction_data)
+
+cupy = pytest.importorskip("cupy")
+
+pytestmark = pytest.mark.gpu
+
+THREADS = 8
+
+
+def gpu_count() -> int:
+    return cupy.cuda.runtime.getDeviceCount() if gk.gpu_available() else 0
+
+
+def require_two_gpus():
+    if gpu_count() < 2:
+        pytest.skip(f"needs two GPUs, this machine has {gpu_count()}; run on one with two "
+                    "(e.g. the nvidia-h200-x2 device kind)")
+
+
+def on_device_of(x, host):
+    """``host`` copied to the GPU that holds ``x``."""
+    with x.device:
+        return cupy.asarray(host)
+
+
+def every_call(rng):
+    """[(label, host input, call, NumPy's result)] covering every operation and rung (and
+    "auto"): ``call(x)`` runs the operation on the GPU copy ``x`` of the host input. The inputs
+    are fresh, and the results exact."""
+    calls = []
+    x = reference.random_array((300, 257), numpy.float32, rng)
+    for method in TRANSPOSE_METHODS + ("auto",):
+        calls.append((f"transpose {method}", x, lambda d, m=method: gk.transpose(d, method=m),
+                      numpy.ascontiguousarray(x.T)))
+    a = reference.random_array((65, 33), numpy.float32, rng, integer_valued=True)
+    b = reference.random_array((33, 47), numpy.float32, rng, integer_valued=True)
+    for method in MATMUL_METHODS + ("auto",):
+        calls.append((f"matmul {method}", a, lambda d, m=method, b=b: gk.matmul(
+            d, on_device_of(d, b), method=m), numpy.matmul(a, b)))
+    for name in REDUCTIONS:
+        host = reduction_data(name, (100_003,), numpy.int32, rng)  # integer results: exact
+        for method in REDUCE_METHODS + ("auto",):
+            calls.append((f"{name} {method}", host, lambda d, m=method, n=name: getattr(gk, n)(
+                d, method=m), NUMPY_REDUCTIONS[name](host)))
+    return calls
+
+
+@pytest.fixture
+def cold_kernel_cache(monkeypatch):
+    """Empty the package's per-process caches of compiled modules, kernels and launch plans for
+    the test (CuPy's disk cache stays), so the first calls compile or load every module
+    concurrently. Yields the list of the kernel families each new RawModule was made for."""
+    for family in _compile.FAMILIES.values():
+        monkeypatch.setattr(family, "_modules", {})
+        monkeypatch.setattr(family, "_functions", {})
+    for name, module in list(sys.modules.items()):
+        if name == "gpukernels" or name.startswith("gpukernels."):
+            for attribute, value in vars(module).items():
+                if isinstance(value, dict) and re.fullmatch(r"_[A-Z_]*(PLANS|CACHE)", attribute):
+                    monkeypatch.setattr(module, attribute, {})
+    monkeypatch.setattr(_common, "_max_threads", {})
+    _common._multiprocessor_count.cache_clear()
+    compiled = []
+    raw_module = cupy.RawModule
+
+    def counting_raw_module(*args, **kwargs):
+        code = kwargs.get("code", args[0] if args else "")
+        compiled.append(next((f for f in _compile.FAMILIES if f'#line 1 "{f}"' in code), "?"))
+        return raw_module(*args, **kwargs)
+
+    monkeypatch.setattr(cupy, "RawModule", counting_raw_module)
+    yield compiled
+    _common._multiprocessor_count.cache_clear()
+
+
+def run_in_threads(work, count=THREADS):
+    """Run ``work(index)`` in ``count`` threads released together; re-raise the first error."""
+    barrier = threading.Barrier(count)
+    errors = [None] * count
+
+    def body(index):
+        try:
+            barrier.wait()
+            work(index)
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            errors[index] = exc
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert not any(thread.is_alive() for thread in threads), "a thread did not finish"
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+def check_calls(calls, device: int, own_stream: bool):
+    """Run every call on a fresh GPU copy of its input, on ``device`` and on a new non-blocking
+    stream or the default one; compare with NumPy."""
+    with cupy.cuda.Device(device):
+        stream = cupy.cuda.Stream(non_blocking=True) if own_stream else cupy.cuda.Stream.null
+        with stream:
+            results = [call(cupy.asarray(host_input)) for _, host_input, call, _ in calls]
+            copies = [cupy.asnumpy(result, stream=stream) for result in results]
+        stream.synchronize()
+    for (label, _, _, want), got in zip(calls, copies):
+        want = numpy.asarray(want)
+        assert got.dtype == want.dtype and got.shape == want.shape, label
+        numpy.testing.assert_array_equal(got, want, err_msg=label)
+
+
+@pytest.mark.parametrize("streams", ["default-stream", "stream-per-thread"])
+def test_threads_call_every_operation_at_once_from_a_cold_cache(streams, cold_kernel_cache, rng):
+    work = [every_call(numpy.random.default_rng(int(rng.integers(2**63)))) for _ in range(THREADS)]
+
+    def thread(index):
+        for _ in range(3):
+            check_calls(work[index], device=0, own_stream=streams == "stream-per-thread")
+
+    run_in_threads(thread)
+    # Each family was compiled (or loaded from CuPy's disk cache) once, however many threads
+    # asked for it at the same time.
+    assert len(cold_kernel_cache) == len(set(cold_kernel_cache)), cold_kernel_cache
+    assert {"transpose.cu", "matmul.cu", "reduce.cu"} <= set(cold_kernel_cache), cold_kernel_cache
+
+
+# --- ordering on non-default streams ------------------------------------------------------------
+
+DELAY_SOURCE = r"""
+extern "C" __global__ void gk_test_delay(unsigned long long nanoseconds) {
+    // Occupies its stream for a while: a window in which work issued to the wrong stream runs
+    // out of order. Nothing is measured.
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        __nanosleep(10000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < nanoseconds);
+}
+"""
+
+
+def hold_stream(stream, milliseconds=30):
+    """Queue a kernel that keeps ``stream`` busy for ``milliseconds``."""
+    kernel = cupy.RawKernel(DELAY_SOURCE, "gk_test_delay")
+    with stream:
+        kernel((1,), (1,), (numpy.uint64(milliseconds * 1_000_000),))
+
+
+def stream_cases():
+    """(label, input shape, input dtype, data name, call, NumPy's result as a function of the
+    host input) for every operation and rung."""
+    cases = []
+    for method in TRANSPOSE_METHODS:
+        cases.append((f"transpose {method}", (513, 257), numpy.float32, "sum",
+                      lambda d, m=method: gk.transpose(d, method=m),
+                      lambda h: numpy.ascontiguousarray(h.T)))
+    for method in MATMUL_METHODS:
+        cases.append((f"matmul {method}", (130, 70), numpy.float32, "matmul",
+                      lambda d, m=method: gk.matmul(d, d.T, method=m),
+                      lambda h: numpy.matmul(h, h.T)))
+    for name in REDUCTIONS:
+        for method in REDUCE_METHODS:
+            cases.append((f"{name} {method}", (1_000_003,), numpy.int64, name,
+                          lambda d, m=method, n=name: getattr(gk, n)(d, method=m),
+                          lambda h, n=name: NUMPY_REDUCTIONS[n](h)))
+    return cases
+
+
+STREAM_CASES = stream_cases()
+
+
+@pytest.mark.parametrize("label, shape, dtype, data, call, expected", STREAM_CASES,
+                         ids=[c[0] for c in STREAM_CASES])
+def test_calls_on_a_non_default_stream_are_ordered_on_it(label, shape, dtype, data, call,
+                                                         expected, rng):
+    if data == "matmul":  # integer-valued: the product is exact
+        host = reference.random_array(shape, dtype, rng, integer_valued=True)
+    else:
+        host = reduction_data(data, shape, dtype, rng)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        x = cupy.zeros(shape, dtype=dtype)
+        staged = cupy.asarray(host)
+        stream.synchronize()
+        # The input is complete only after a delay on this stream: an operation launched on
+        # another stream would read zeros.
+        hold_stream(stream)
+        x[...] = staged
+        # With the legacy default stream busy, an operation launched there would not have
+        # finished when the copy below, ordered on this stream, reads its result.
+        hold_stream(cupy.cuda.Stream.null, milliseconds=60)
+        result = call(x)
+        x[...] = 0  # overwriting the input afterwards must not change the result
+        got = cupy.asnumpy(result, stream=stream)
+    stream.synchronize()
+    want = numpy.asarray(expected(host))
+    assert got.dtype == want.dtype
+    numpy.testing.assert_array_equal(got, want, err_msg=label)
+
+
+# --- a second GPU --------------------------------------------------------------------------------
+
+def test_every_operation_on_the_second_gpu_from_the_first(rng):
+    require_two_gpus()
+    calls = every_call(rng)
+    with cupy.cuda.Device(1):
+        inputs = [cupy.asarray(host_input) for _, host_input, _, _ in calls]
+    with cupy.cuda.Device(0):
+        results = [call(x) for (_, _, call, _), x in zip(calls, inputs)]
+        assert cupy.cuda.runtime.getDevice() == 0, "a call left the current device changed"
+    for (label, _, _, want), got in zip(calls, results):
+        assert got.device.id == 1, f"{label}: result on GPU {got.device.id}"
+        with cupy.cuda.Device(1):
+            numpy.testing.assert_array_equal(cupy.asnumpy(got), want, err_msg=label)
+
+
+def test_every_operation_on_the_first_gpu_from_the_second(rng):
+    require_two_gpus()
+    calls = every_call(rng)
+    with cupy.cuda.Device(0):
+        inputs = [cupy.asarray(host_input) for _, host_input, _, _ in calls]
+    with cupy.cuda.Device(1):
+        results = [call(x) for (_, _, call, _), x in zip(calls, inputs)]
+        assert cupy.cuda.runtime.getDevice() == 1
+    for (label, _, _, want), got in zip(calls, results):
+        assert got.device.id == 0, f"{label}: result on GPU {got.device.id}"
+        numpy.testing.assert_array_equal(cupy.asnumpy(got), want, err_msg=label)
+
+
+def test_arrays_on_different_gpus_raise_value_error(rng):
+    require_two_gpus()
+    with cupy.cuda.Device(0):
+        a0 = cupy.ones((4, 4), dtype=cupy.float32)
+        out0 = poisoned((4, 4), numpy.float32)
+        scalar_out0 = poisoned((), numpy.float32)
+    with cupy.cuda.Device(1):
+        a1 = cupy.ones((4, 4), dtype=cupy.float32)
+    with pytest.raises(ValueError, match="GPU"):
+        gk.matmul(a0, a1)
+    with pytest.raises(ValueError, match="GPU"):
+        gk.matmul(a1, a0)
+    with pytest.raises(ValueError, match="GPU"):
+        gk.matmul(a1, a1, out=out0)
+    with pytest.raises(ValueError, match="GPU"):
+        gk.transpose(a1, out=out0)
+    for name in ALL_REDUCTIONS:
+        if hasattr(gk, name):
+            with pytest.raises(ValueError, match="GPU"):
+                getattr(gk, name)(a1, out=scalar_out0.astype(NUMPY_REDUCTIONS[name](
+                    numpy.ones((4, 4), numpy.float32)).dtype))
+    # Still usable on both devices.
+    for a in (a0, a1):
+        with a.device:
+            assert bool((gk.matmul(a, a) == 4).all())
+            assert bool((gk.transpose(a) == 1).all())
+
+
+def test_threads_on_two_gpus_at_once(cold_kernel_cache, rng):
+    require_two_gpus()
+    work = [every_call(numpy.random.default_rng(int(rng.integers(2**63)))) for _ in range(THREADS)]
+
+    def thread(index):
+        check_calls(work[index], device=index % 2, own_stream=index % 4 >= 2)
+
+    run_in_threads(thread)
+    # One module per family and device, however many threads asked for it at once.
+    for filename in ("transpose.cu", "matmul.cu", "reduce.cu"):
+        assert cold_kernel_cache.count(filename) == 2, cold_kernel_cache
