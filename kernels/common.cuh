@@ -72,6 +72,19 @@ struct ToAcc<Acc, gk_half> {
         return static_cast<Acc>(gk_half_to_float(x));
     }
 };
+// A bool is any byte, as NumPy stores it: nonzero is true. (A C++ bool holding 2 or 255 would
+// otherwise convert to that value.)
+template <typename Acc>
+struct ToAcc<Acc, bool> {
+    static __device__ __forceinline__ Acc apply(bool x) {
+        union {
+            bool flag;
+            unsigned char byte;
+        } u;
+        u.flag = x;
+        return static_cast<Acc>(u.byte != 0);
+    }
+};
 template <typename R>
 struct ToAcc<gk_complex<R>, gk_complex<R> > {
     static __device__ __forceinline__ gk_complex<R> apply(gk_complex<R> x) { return x; }

@@ -388,8 +388,6 @@ def test_transpose_between_arrays_at_every_element_offset(method, dtype, rng):
 
 # --- bools that are not 0 or 1 --------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=False, reason="known bug: the reduction kernels read bool as a C++ "
-                   "bool, so a byte other than 0 or 1 is summed as its value, not as True")
 @pytest.mark.parametrize("method", REDUCE_METHODS_AND_AUTO)
 @pytest.mark.parametrize("name", ALL_REDUCTIONS)
 def test_reductions_of_bool_views_of_arbitrary_bytes(name, method, rng):

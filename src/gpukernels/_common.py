@@ -209,6 +209,7 @@ def prepare_out(out, shape: tuple[int, ...], dtype: numpy.dtype, device_id: int,
     cupy = _device.cupy
     if cupy is None or not isinstance(out, cupy.ndarray):
         raise TypeError(f"out must be a CuPy array, not {type(out).__module__}.{type(out).__name__}")
+    _device.check_alignment(out, "out")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"out has shape {tuple(out.shape)}, but the result has shape {tuple(shape)}")
     if not numpy.can_cast(dtype, out.dtype, casting=casting):

@@ -55,7 +55,7 @@ def require_gpu() -> None:
         raise NoGPUError(f"gpukernels needs a CUDA GPU: {status}.")
 
 
-def _check_alignment(x, name: str):
+def check_alignment(x, name: str):
     """Refuse data whose address is not a multiple of its element's alignment (a byte-offset
     view exported by another library): the kernels' loads would fault on it."""
     alignment = min(x.dtype.itemsize, 8)
@@ -75,7 +75,7 @@ def as_device_array(x: Any, name: str = "x") -> "cupy.ndarray":
     gpukernels never moves data between host and device behind the caller's back.
     """
     if cupy is not None and isinstance(x, cupy.ndarray):
-        return x
+        return check_alignment(x, name)
     if isinstance(x, (numpy.ndarray, numpy.generic)):
         raise TypeError(
             f"{name} is a host (NumPy) array; gpukernels works on GPU arrays. "
@@ -88,7 +88,7 @@ def as_device_array(x: Any, name: str = "x") -> "cupy.ndarray":
         )
     if hasattr(x, "__cuda_array_interface__"):
         require_gpu()
-        return _check_alignment(cupy.asarray(x), name)
+        return check_alignment(cupy.asarray(x), name)
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
         device_type, _ = x.__dlpack_device__()
         if int(device_type) not in _DLPACK_CUDA_DEVICES:
@@ -97,7 +97,7 @@ def as_device_array(x: Any, name: str = "x") -> "cupy.ndarray":
                 "gpukernels works on GPU arrays. Move it to a CUDA device first."
             )
         require_gpu()
-        return _check_alignment(cupy.from_dlpack(x), name)
+        return check_alignment(cupy.from_dlpack(x), name)
     raise TypeError(
         f"{name} must be a CuPy array or a GPU array exposing __cuda_array_interface__ or "
         f"DLPack, not {type(x).__module__}.{type(x).__qualname__}."
