@@ -63,7 +63,7 @@ def methods(operation: str) -> tuple[str, ...]:
     --------
     >>> import gpukernels as gk
     >>> gk.methods("transpose")
-    ('naive', 'naive_col', 'shared')
+    ('naive', 'naive_col', 'shared', 'vector')
     """
     if operation not in _LADDERS:
         raise ValueError(
