@@ -124,7 +124,21 @@ def _launch_config(method: str, rows: int, cols: int, batch: int, vector_config=
     return grid, block
 
 
-_PLANS: dict[tuple, tuple] = {}  # 2-D launches already planned: key -> (kernel, grid, block, scalars)
+def _kernel_for(chunk_in, chunk_out, rows: int, cols: int, method: str, index: str):
+    """(kernel, grid, block) for one launch over the (batch, rows, cols) view ``chunk_in``."""
+    itemsize, batch = chunk_in.itemsize, chunk_in.shape[0]
+    if method == "vector":
+        config, skew = _vector_plan(chunk_in, chunk_out, rows, cols)
+        grid, block = _launch_config(method, rows, cols, batch, config, skew)
+        return KERNELS.function(_vector_name(itemsize, index, config, skew)), grid, block
+    grid, block = _launch_config(method, rows, cols, batch)
+    return KERNELS.function(_kernel_name(method, itemsize, index)), grid, block
+
+
+# 2-D launches already planned: key -> (kernel, grid, block, scalars). Bounded, since a long
+# session may see many shapes; planning again costs only host time.
+_PLANS: dict[tuple, tuple] = {}
+_MAX_PLANS = 4096
 
 
 def _plan_2d(x, result, method: str) -> tuple:
@@ -133,13 +147,8 @@ def _plan_2d(x, result, method: str) -> tuple:
     index = index_type(result.size, span(x))
     to_index = INDEX_SCALARS[index]
     row_stride, col_stride = (s // x.itemsize for s in x.strides)
-    if method == "vector":
-        config, skew = _vector_plan(x.reshape(1, rows, cols), result.reshape(1, cols, rows), rows, cols)
-        kernel = KERNELS.function(_vector_name(x.itemsize, index, config, skew))
-        grid, block = _launch_config(method, rows, cols, 1, config, skew)
-    else:
-        kernel = KERNELS.function(_kernel_name(method, x.itemsize, index))
-        grid, block = _launch_config(method, rows, cols, 1)
+    kernel, grid, block = _kernel_for(x.reshape(1, rows, cols), result.reshape(1, cols, rows),
+                                      rows, cols, method, index)
     scalars = (to_index(rows), to_index(cols), to_index(0), to_index(row_stride),
                to_index(col_stride))
     return kernel, grid, block, scalars
@@ -209,6 +218,8 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
                    x.device.id, _common.INT32_INDEX_LIMIT)
             plan = _PLANS.get(key)
             if plan is None:
+                if len(_PLANS) >= _MAX_PLANS:
+                    _PLANS.clear()
                 plan = _PLANS[key] = _plan_2d(x, result, method)
             kernel, grid, block, scalars = plan
             launch(kernel, grid, block, (x, result, *scalars))
@@ -230,13 +241,7 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
             (stacked[i:i + MAX_GRID_YZ], flat_out[i:i + MAX_GRID_YZ])
             for i in range(0, batch, MAX_GRID_YZ)]
         for chunk_in, chunk_out in chunks:
-            if method == "vector":
-                config, skew = _vector_plan(chunk_in, chunk_out, rows, cols)
-                kernel = KERNELS.function(_vector_name(x.itemsize, index, config, skew))
-                grid, block = _launch_config(method, rows, cols, chunk_in.shape[0], config, skew)
-            else:
-                kernel = KERNELS.function(_kernel_name(method, x.itemsize, index))
-                grid, block = _launch_config(method, rows, cols, chunk_in.shape[0])
+            kernel, grid, block = _kernel_for(chunk_in, chunk_out, rows, cols, method, index)
             launch(kernel, grid, block, (chunk_in, chunk_out, to_index(rows), to_index(cols),
                                          batch_stride, row_stride, col_stride))
     return finish_out(result, out, direct)
