@@ -8,18 +8,6 @@
 typedef long long i64;
 typedef unsigned long long u64;
 
-// Resident threads per SM of the architecture being compiled (the CUDA programming guide's table of
-// compute capabilities), for __launch_bounds__ minimum-blocks arguments that must stay valid on
-// every target. Architectures not listed get 1536.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 750
-#define GK_THREADS_PER_SM 1024
-#elif defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 900 || \
-                                 __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030)
-#define GK_THREADS_PER_SM 2048
-#else
-#define GK_THREADS_PER_SM 1536
-#endif
-
 // Element types that the kernels move or accumulate. NumPy's float16 and complex dtypes have no
 // NVRTC built-in type without headers, so they get small structs with the same size and layout.
 struct gk_half {

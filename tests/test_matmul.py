@@ -22,6 +22,7 @@ SHAPES = [
     ((97, 101), (101, 31)), ((127, 129), (129, 127)), ((255, 257), (257, 255)),
     ((256, 256), (256, 256)), ((511, 513), (513, 509)), ((1, 1025), (1025, 1023)),
     ((33, 65), (65, 17)), ((32, 32), (32, 32)), ((64, 1), (1, 64)),
+    ((64, 33), (33, 96)), ((96, 31), (31, 64)),  # whole tiles of C, K past / short of a tile
     ((3, 33, 17), (17, 9)), ((2, 1, 5, 7), (4, 7, 3)), ((17,), (3, 17, 9)), ((1, 5, 7), (3, 7, 2)),
     ((7,), (7,)), ((1,), (1,)), ((7,), (7, 5)), ((5, 7), (7,)), ((3, 5, 7), (7,)),
     ((4, 0), (0, 3)), ((2, 4, 0), (0, 3)), ((0,), (0,)), ((0,), (0, 3)),      # K = 0: zeros
@@ -234,3 +235,19 @@ def test_matmul_respects_current_stream(method, rng):
         host = cupy.asnumpy(got, stream=stream)
     stream.synchronize()
     numpy.testing.assert_array_equal(host, numpy.matmul(a.astype(numpy.float64), b))
+
+
+def test_tiled_matmul_keeps_two_blocks_per_sm():
+    # The tiled rung relies on two resident 1024-thread blocks (each barrier idles the SM
+    # otherwise); it has no launch bounds forcing that, so check the compiler's register count.
+    from gpukernels.ops import matmul as matmul_op
+
+    attributes = cupy.cuda.Device().attributes
+    if attributes["MaxThreadsPerMultiProcessor"] < 2 * matmul_op.TILE ** 2:
+        pytest.skip("this GPU holds one 1024-thread block per SM")
+    registers_per_sm = attributes["MaxRegistersPerMultiprocessor"]
+    for dtype in DTYPES:
+        for index in ("int", "long long"):
+            name = matmul_op._kernel_name("tiled", dtype, index)
+            regs = matmul_op.KERNELS.function(name).num_regs
+            assert 2 * matmul_op.TILE ** 2 * regs <= registers_per_sm, f"{name}: {regs} registers"
