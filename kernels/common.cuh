@@ -73,6 +73,15 @@ struct ToAcc<Acc, bool> {
         return static_cast<Acc>(u.byte != 0);
     }
 };
+// float32 to float16, rounding to nearest even (a float16 result of a float32 accumulation).
+template <>
+struct ToAcc<gk_half, float> {
+    static __device__ __forceinline__ gk_half apply(float x) {
+        gk_half h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(x));
+        return h;
+    }
+};
 template <typename R>
 struct ToAcc<gk_complex<R>, gk_complex<R> > {
     static __device__ __forceinline__ gk_complex<R> apply(gk_complex<R> x) { return x; }
