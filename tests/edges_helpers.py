@@ -57,18 +57,6 @@ def reduction(name: str):
     return getattr(gk, name)
 
 
-def require_axis_reductions(name: str = "sum") -> None:
-    """Skip while ``gk.<name>`` has no partial (axis) reductions."""
-    import cupy
-
-    op = reduction(name)
-    try:
-        op(cupy.ones((2, 3), dtype=numpy.float32), axis=0)
-    except NotImplementedError as exc:
-        pytest.skip(f"gk.{name} has no partial reductions yet (axis=0 of a 2x3 array raised "
-                    f"NotImplementedError: {exc})")
-
-
 def require_free_gpu_memory(nbytes: int) -> None:
     """Skip when the current GPU has less than ``nbytes`` free (after emptying CuPy's pool)."""
     import cupy

@@ -26,14 +26,14 @@ matmul_mod = sys.modules[gk.matmul.__module__]
 reduction_mod = sys.modules[gk.sum.__module__]
 
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_120")
-FAMILY_NAMES = ("transpose.cu", "matmul.cu", "reduce.cu")
+FAMILY_NAMES = ("transpose.cu", "matmul.cu", "reduce.cu", "reduce_axis.cu")
 
 NUMERIC_DTYPES = [numpy.dtype(c) for c in "?bhilqBHILQefdFD"]
 SUM_REQUESTS = [None, numpy.int32, numpy.int64, numpy.uint8, numpy.float16, numpy.float32,
                 numpy.float64, numpy.complex64, numpy.complex128, numpy.bool_]
 
 
-def test_families_are_the_three_sources():
+def test_families_are_the_kernel_sources():
     assert sorted(_compile.FAMILIES) == sorted(FAMILY_NAMES)
     for name, family in _compile.FAMILIES.items():
         assert family.filename == name
@@ -125,6 +125,31 @@ def test_every_reduction_rung_and_dtype_has_an_instance(rung, operation):
     assert planned >= 12  # every real dtype at least
 
 
+@pytest.mark.parametrize("operation", sorted(reduction_mod.OPERATORS))
+def test_every_axis_reduction_plan_has_instances(operation):
+    instances = set(_compile.FAMILIES["reduce_axis.cu"].instances)
+    op = reduction_mod.OPERATORS[operation]
+    requests = SUM_REQUESTS if operation in ("sum", "prod") else [None]
+    planned = 0
+    for dtype, requested in itertools.product(NUMERIC_DTYPES, requests):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                result = reduction_mod.reduction_result_dtype(operation, dtype, requested)
+            except TypeError:
+                continue
+        read, acc = reduction_mod._plan(op, "one_pass", dtype, result)
+        outputs = reduction_mod._axis_outputs(op, read, acc)
+        writes = result if result in outputs else acc
+        # First pass, intermediate passes over accumulators, and the fold of split partials.
+        for source, out in ((read, writes), (read, acc), (acc, acc), (acc, writes)):
+            for kind in reduction_mod.AXIS_KINDS:
+                name = reduction_mod._axis_kernel_name(kind, op, source, acc, out)
+                assert name in instances, (dtype, requested, name)
+        planned += 1
+    assert planned >= 12
+
+
 def test_instances_name_only_registered_rungs():
     """No instance of a rung the ladder does not list (names are the reader's map)."""
     for filename, op, prefix in (("transpose.cu", "transpose", "transpose_"),
@@ -148,9 +173,10 @@ def test_inline_inserts_headers_with_line_markers():
             assert '#include "common.cuh"' not in source
             assert '#line 1 "common.cuh"' in source
             assert "struct gk_half" in source  # common.cuh's text is inlined
+            assert '#include "' not in source  # nested headers (reduce_common.cuh) too
             raw = (_compile.kernel_dir() / filename).read_text().splitlines()
             include_line = next(n for n, line in enumerate(raw, start=1)
-                                if '#include "common.cuh"' in line)
+                                if line.startswith('#include "'))
             assert f'#line {include_line + 1} "{filename}"' in source
     finally:
         _compile.load_source.cache_clear()

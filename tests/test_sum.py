@@ -219,10 +219,8 @@ def test_sum_axis_and_keepdims(method, shape, axis, keepdims, rng):
 
 def test_sum_axis_errors(rng):
     x = cupy.asarray(reference.random_array((5, 7), numpy.float32, rng))
-    with pytest.raises(NotImplementedError):
-        gk.sum(x, axis=0)
-    with pytest.raises(NotImplementedError):
-        gk.sum(x, axis=-1)
+    with pytest.raises(numpy.exceptions.AxisError):
+        gk.sum(x, axis=-3)
     with pytest.raises(numpy.exceptions.AxisError):
         gk.sum(x, axis=2)
     with pytest.raises(ValueError):

@@ -1,14 +1,15 @@
 """Reductions with NumPy semantics: :func:`sum`, :func:`prod`, :func:`min`, :func:`max`.
 
-All four share one ladder of kernels (``gpukernels.methods("reduce")``), templated on the
-operator. Full reductions only: an axis reduction that leaves an axis longer than 1 raises
-NotImplementedError.
+All four share one ladder of kernels for full reductions (``gpukernels.methods("reduce")``),
+templated on the operator. Reductions over some axes (``axis=0`` of a matrix, say) go to the
+row and column kernels of ``kernels/reduce_axis.cu``, whichever rung is asked for.
 """
 
 from __future__ import annotations
 
 import builtins
 import functools
+import math
 import operator
 import threading
 from typing import Any
@@ -16,10 +17,10 @@ from typing import Any
 import numpy
 
 from .. import _compile, _device
-from .._common import (Rung, ceil_div, finish_out, launch, multiprocessor_count, prepare_out,
-                      register_ladder, resolve_method)
+from .._common import (MAX_GRID_YZ, Rung, ceil_div, finish_out, launch, multiprocessor_count,
+                       prepare_out, register_ladder, resolve_method)
 
-__all__ = ["sum", "prod", "min", "max", "RUNGS", "KERNELS", "sum_result_dtype",
+__all__ = ["sum", "prod", "min", "max", "RUNGS", "KERNELS", "AXIS_KERNELS", "sum_result_dtype",
            "reduction_result_dtype", "normalize_axis"]
 
 #: The ladder, bottom rung first; every reduction operation uses it.
@@ -81,6 +82,42 @@ KERNELS = _compile.register("reduce.cu", [
     _kernel_name(rung.name, op, i, a)
     for rung in RUNGS for op, pairs in _ACC_PAIRS.items() for i, a in pairs
 ])
+
+
+# Axis reductions (kernels/reduce_axis.cu): three kernels, each for every (input, accumulator)
+# pair above and for (accumulator, accumulator), which reads the partials of a split reduction.
+# They write the accumulator type, or the result dtype where that is one rounding away.
+AXIS_KINDS = ("rows", "short_rows", "cols")
+SHORT_ROW = 16  # rows up to this length get a thread each instead of a warp
+
+
+def _axis_outputs(op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> tuple:
+    """The output dtypes an axis kernel reading ``in_dtype`` into ``acc_dtype`` can write."""
+    outputs = (acc_dtype,)
+    if acc_dtype == _F32:
+        outputs += (_FLOAT16,)  # float16 results accumulated in float32
+    if op == "SumOp" and acc_dtype == _F64 and in_dtype in (_F32, _F64):
+        outputs += (_F32,)  # float32 sums accumulated in float64
+    return outputs
+
+
+def _axis_kernel_name(kind: str, op: str, in_dtype, acc_dtype, out_dtype) -> str:
+    return (f"reduce_{kind}<{op}, {_C_TYPES[in_dtype]}, {_C_TYPES[acc_dtype]}, "
+            f"{_C_TYPES[out_dtype]}, {BLOCK}>")
+
+
+def _axis_instances() -> list[str]:
+    names = set()
+    for op, pairs in _ACC_PAIRS.items():
+        for in_dtype, acc_dtype in pairs:
+            for source in (in_dtype, acc_dtype):
+                for out_dtype in _axis_outputs(op, source, acc_dtype):
+                    names.update(_axis_kernel_name(kind, op, source, acc_dtype, out_dtype)
+                                 for kind in AXIS_KINDS)
+    return sorted(names)
+
+
+AXIS_KERNELS = _compile.register("reduce_axis.cu", _axis_instances())
 
 
 @functools.lru_cache(maxsize=1024)
@@ -197,77 +234,308 @@ def _block_counter():
     return counter
 
 
-def _reduce_all(flat, method: str, op: str, acc_dtype: numpy.dtype):
-    """Reduce a non-empty 1-D view to a one-element array of ``acc_dtype``."""
-    cupy = _device.cupy
-    stride = numpy.int64(flat.strides[0] // flat.itemsize)
-    n = flat.size
-    kernel = KERNELS.function(_kernel_name(method, op, flat.dtype, acc_dtype))
+class _Program:
+    """The launches of one reduction, planned once per input layout and replayed.
+
+    Planning (result dtype, axes, layouts, grids, kernel names) costs tens of microseconds of
+    Python, as much as the kernels of a 10**7-element reduction. A program records it as steps
+    over numbered buffers: buffer 0 is the input, the others are allocated when the program
+    runs; :meth:`run` only allocates and launches.
+    """
+
+    def __init__(self, source_dtype: numpy.dtype):
+        self.buffers: list[tuple[tuple, numpy.dtype] | None] = [None]  # (shape, dtype); 0: input
+        self.steps: list = []
+        self.source_dtype = source_dtype
+
+    def allocate(self, shape: tuple, dtype: numpy.dtype) -> int:
+        self.buffers.append((tuple(shape), numpy.dtype(dtype)))
+        return len(self.buffers) - 1
+
+    def copy(self, source: int, shape: tuple, dtype: numpy.dtype) -> int:
+        """A C-contiguous copy of buffer ``source`` in ``dtype``."""
+        target = len(self.buffers)
+        self.buffers.append(None)
+        self.steps.append(("copy", source, target, numpy.dtype(dtype)))
+        return target
+
+    def launch(self, family, name: str, grid: tuple, block: tuple, args: tuple) -> None:
+        """``args``: ints become int64 scalars; ``(buffer, offset)`` pairs and _COUNTER resolve."""
+        scalars = tuple(numpy.int64(a) if isinstance(a, int) else a for a in args)
+        self.steps.append(("launch", family, name, grid, block, scalars))
+
+    def run(self, x, result_index: int):
+        cupy = _device.cupy
+        buffers = [x] + [None if spec is None else cupy.empty(spec[0], dtype=spec[1])
+                         for spec in self.buffers[1:]]
+        for step in self.steps:
+            if step[0] == "copy":
+                _, source, target, dtype = step
+                buffers[target] = buffers[source].astype(dtype, order="C", copy=False)
+                continue
+            _, family, name, grid, block, template = step
+            args = tuple(_resolve(a, buffers) for a in template)
+            launch(family.function(name), grid, block, args)
+        return buffers[result_index]
+
+
+_COUNTER = object()  # stands for one_pass's block counter (per device and stream) in a program
+
+
+def _resolve(arg, buffers):
+    if arg is _COUNTER:
+        return _block_counter()
+    if isinstance(arg, tuple):  # (buffer, element offset)
+        array = buffers[arg[0]]
+        if not arg[1]:
+            return array
+        return _device.cupy.ndarray((1,), array.dtype,
+                                    memptr=array.data + arg[1] * array.itemsize)
+    return arg
+
+
+def _plan_full(program: _Program, shape: tuple, strides: tuple, method: str, op: str,
+               read_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> int:
+    """Reduce buffer 0 (``shape``, element ``strides``) to one element; its buffer index."""
+    n = math.prod(shape)
+    dims = _merge_axes([(length, stride, ()) for length, stride in zip(shape, strides)
+                        if length != 1])
+    source = 0
+    if program.source_dtype != read_dtype or len(dims) > 1:
+        source, stride = program.copy(0, shape, read_dtype), 1  # reshape(-1) would copy too
+    else:
+        stride = dims[0][1] if dims else 1
     per_thread = 1  # elements one thread takes per step: a 16-byte word for the vector rungs
     if method != "two_pass" and stride == 1:
-        per_thread = builtins.max(1, 16 // flat.itemsize)
+        per_thread = builtins.max(1, 16 // read_dtype.itemsize)
     blocks = builtins.min(ceil_div(n, BLOCK * per_thread), BLOCKS_PER_SM * multiprocessor_count())
-    result = cupy.empty(1, dtype=acc_dtype)
+    result = program.allocate((1,), acc_dtype)
+    name = _kernel_name(method, op, read_dtype, acc_dtype)
     if method == "one_pass":
-        partials = cupy.empty(blocks, dtype=acc_dtype)
-        launch(kernel, (blocks, 1, 1), (BLOCK, 1, 1),
-               (flat, result, numpy.int64(n), stride, partials, _block_counter()))
-        return result
-    if blocks == 1:
-        launch(kernel, (1, 1, 1), (BLOCK, 1, 1), (flat, result, numpy.int64(n), stride))
-        return result
-    partials = cupy.empty(blocks, dtype=acc_dtype)
-    launch(kernel, (blocks, 1, 1), (BLOCK, 1, 1), (flat, partials, numpy.int64(n), stride))
-    final = KERNELS.function(_kernel_name(method, op, acc_dtype, acc_dtype))
-    launch(final, (1, 1, 1), (BLOCK, 1, 1), (partials, result, numpy.int64(blocks), numpy.int64(1)))
+        partials = program.allocate((blocks,), acc_dtype)
+        program.launch(KERNELS, name, (blocks, 1, 1), (BLOCK, 1, 1),
+                       ((source, 0), (result, 0), n, stride, (partials, 0), _COUNTER))
+    elif blocks == 1:
+        program.launch(KERNELS, name, (1, 1, 1), (BLOCK, 1, 1),
+                       ((source, 0), (result, 0), n, stride))
+    else:
+        partials = program.allocate((blocks,), acc_dtype)
+        program.launch(KERNELS, name, (blocks, 1, 1), (BLOCK, 1, 1),
+                       ((source, 0), (partials, 0), n, stride))
+        program.launch(KERNELS, _kernel_name(method, op, acc_dtype, acc_dtype), (1, 1, 1),
+                       (BLOCK, 1, 1), ((partials, 0), (result, 0), blocks, 1))
     return result
 
 
-def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str, out: Any):
-    """The body shared by :func:`sum`, :func:`prod`, :func:`min` and :func:`max`."""
-    op = OPERATORS[operation]
-    # 1. Validate.
-    x = _device.as_device_array(x, "x")
+def _merge_axes(dims: list[tuple[int, int, tuple]]) -> list[tuple[int, int, tuple]]:
+    """Merge neighbouring (length, stride, axes) dims that walk memory as one: outer first."""
+    merged: list[tuple[int, int, tuple]] = []
+    for length, stride, axes in dims:
+        if merged and merged[-1][1] == stride * length:
+            merged[-1] = (merged[-1][0] * length, stride, merged[-1][2] + axes)
+        else:
+            merged.append((length, stride, axes))
+    return merged
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _axis_plan(itemsize: int, B: int, K: int, R: int, k_stride: int, r_stride: int,
+               may_split: bool) -> tuple:
+    """(kernel kind, grid, block, split length) for the (B, K, R) view of an axis reduction.
+
+    The kernel is the one whose threads read neighbouring elements (see reduce_axis.cu). With
+    ``may_split``, R is cut into parts (gridDim.y) when the rows or columns alone are too few to
+    fill the GPU; each part then gives a partial, and the caller folds them.
+    """
+    filling_blocks = BLOCKS_PER_SM * multiprocessor_count()
+    if abs(r_stride) <= abs(k_stride) and R > SHORT_ROW:
+        kind, block = "rows", (BLOCK, 1, 1)
+        column_blocks = ceil_div(K, BLOCK // 32)
+        per_word = 16 // itemsize if r_stride == 1 and itemsize <= 16 else 1
+        # Enough warps to fill the GPU, each lane with four 16-byte words or more; parts start
+        # on 16-byte boundaries when the rows do.
+        splits = builtins.min(ceil_div(filling_blocks, column_blocks * B),
+                              ceil_div(R, 32 * per_word * 4))
+        unit = per_word
+    elif abs(r_stride) <= abs(k_stride):
+        kind, block, column_blocks = "short_rows", (BLOCK, 1, 1), ceil_div(K, BLOCK)
+        splits, unit = 1, 1
+    else:
+        kind = "cols"
+        columns = builtins.min(BLOCK, _next_power_of_two(K))
+        block, column_blocks = (columns, BLOCK // columns, 1), ceil_div(K, columns)
+        # Each thread with four steps of eight rows or more.
+        splits = builtins.min(ceil_div(filling_blocks, column_blocks * B),
+                              ceil_div(R, 32 * block[1]))
+        unit = 1
+    if not may_split or column_blocks * B * 2 >= filling_blocks:
+        splits = 1  # half a wave of blocks or more: a second launch would cost more than it gives
+    splits = builtins.max(1, builtins.min(splits, MAX_GRID_YZ))
+    split = ceil_div(ceil_div(R, splits), unit) * unit
+    return kind, (column_blocks, ceil_div(R, split), builtins.min(B, MAX_GRID_YZ)), block, split
+
+
+def _axis_launch(program: _Program, source: int, target: int, op: str, in_dtype, acc_dtype,
+                 out_dtype, plan: tuple, B: int, K: int, R: int, batch_stride: int,
+                 k_stride: int, r_stride: int) -> None:
+    """Record the planned axis kernel: buffer ``target`` gets splits x B x K values."""
+    kind, grid, block, split = plan
+    name = _axis_kernel_name(kind, op, in_dtype, acc_dtype, out_dtype)
+    for b0 in range(0, B, MAX_GRID_YZ):  # gridDim.z: at most 65535 batches a launch
+        program.launch(AXIS_KERNELS, name, (grid[0], grid[1], builtins.min(B - b0, MAX_GRID_YZ)),
+                       block, ((source, b0 * batch_stride), (target, b0 * K), K, R, batch_stride,
+                               k_stride, r_stride, split, B * K))
+
+
+def _plan_partial(program: _Program, source: int, shape: tuple, strides: tuple, dtype,
+                  axes: tuple[int, ...], op: str, acc_dtype, out_dtype) -> int:
+    """Reduce buffer ``source`` (``shape``, element ``strides``) over ``axes``, leaving at least
+    one axis longer than 1; return the index of the C-contiguous result buffer of ``out_dtype``,
+    ``shape`` without ``axes``.
+
+    Reduced axes that do not merge into one stride are reduced a group at a time, the
+    innermost first, through intermediate buffers of ``acc_dtype``.
+    """
+    dims = [(n, st, (ax,)) for ax, (n, st) in enumerate(zip(shape, strides)) if n != 1]
+    reduced = _merge_axes(sorted((d for d in dims if d[2][0] in axes), key=lambda d: -abs(d[1])))
+    out_shape = tuple(n for ax, n in enumerate(shape) if ax not in axes)
+    if len(reduced) > 1:  # e.g. axes (0, 2) of a 3-D array: reduce axis 2, then axis 0
+        inner = tuple(sorted(reduced[-1][2]))
+        middle_shape = tuple(n for ax, n in enumerate(shape) if ax not in inner)
+        middle = _plan_partial(program, source, shape, strides, dtype, inner, op, acc_dtype,
+                               acc_dtype)
+        rest = tuple(ax - builtins.sum(i < ax for i in inner) for ax in axes if ax not in inner)
+        return _plan_partial(program, middle, middle_shape, _c_strides(middle_shape), acc_dtype,
+                             rest, op, acc_dtype, out_dtype)
+    kept = _merge_axes([d for d in dims if d[2][0] not in axes])
+    if len(kept) > 2:  # the kept axes need three strides or more: copy into two
+        copied = program.copy(source, shape, dtype)
+        return _plan_partial(program, copied, shape, _c_strides(shape), dtype, axes, op,
+                             acc_dtype, out_dtype)
+    ((R, r_stride, _),) = reduced
+    (B, batch_stride, _), (K, k_stride, _) = [(1, 0, ())] * (2 - len(kept)) + kept
+    result = program.allocate(out_shape, out_dtype)
+    plan = _axis_plan(dtype.itemsize, B, K, R, k_stride, r_stride, may_split=True)
+    splits = plan[1][1]
+    if splits == 1:
+        _axis_launch(program, source, result, op, dtype, acc_dtype, out_dtype, plan, B, K, R,
+                     batch_stride, k_stride, r_stride)
+        return result
+    # Split: (splits, B * K) partials, then one column reduction over them (coalesced).
+    partials = program.allocate((splits, B * K), acc_dtype)
+    _axis_launch(program, source, partials, op, dtype, acc_dtype, acc_dtype, plan, B, K, R,
+                 batch_stride, k_stride, r_stride)
+    fold = _axis_plan(acc_dtype.itemsize, 1, B * K, splits, 1, B * K, may_split=False)
+    _axis_launch(program, partials, result, op, acc_dtype, acc_dtype, out_dtype, fold, 1, B * K,
+                 splits, 0, 1, B * K)
+    return result
+
+
+def _c_strides(shape: tuple) -> tuple:
+    """Element strides of a C-contiguous array of ``shape``."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= builtins.max(n, 1)
+    return tuple(reversed(strides))
+
+
+# Programs already planned: key -> (result dtype, out shape, program, result buffer). Bounded,
+# since a long session may see many layouts; planning again costs only host time.
+_PROGRAMS: dict[tuple, tuple] = {}
+_MAX_PROGRAMS = 4096
+
+
+def _make_program(operation: str, op: str, x, axis: Any, dtype: Any, keepdims: bool,
+                  method: str) -> tuple:
+    """Validate a reduction of ``x`` and plan it: (result dtype, out shape, program or None,
+    result buffer). A program of None marks the inputs that need no kernel (empty inputs,
+    reductions over length-1 axes only)."""
     result_dtype = reduction_result_dtype(operation, x.dtype, dtype)
     axes = normalize_axis(axis, x.ndim)
     kept = [length for ax, length in enumerate(x.shape) if ax not in axes]
     reduced = [length for ax, length in enumerate(x.shape) if ax in axes]
     full = builtins.all(length == 1 for length in kept)  # one output element: a full reduction
     nothing = builtins.all(length == 1 for length in reduced)  # each output is one input element
-    if not (full or nothing or x.size == 0):
-        raise NotImplementedError(
-            f"{operation} over axis={axis!r} of an array of shape {x.shape} is a partial "
-            "reduction; supported today: axis=None, or axes that leave only length-1 axes"
-        )
     method = resolve_method(operation, method, auto="one_pass")
     out_shape = tuple(1 if ax in axes else length for ax, length in enumerate(x.shape)) \
         if keepdims else tuple(kept)
     if x.size == 0 and op in ("MinOp", "MaxOp") and builtins.any(n == 0 for n in reduced):
         raise ValueError(f"zero-size array to reduction operation {operation}imum which has no "
                          "identity")
+    if x.size == 0 or (nothing and not full):
+        return result_dtype, out_shape, None, None
+    strides = tuple(st // x.itemsize for st in x.strides)
+    if full:
+        read_dtype, acc_dtype = _plan(op, method, x.dtype, result_dtype)
+        program = _Program(x.dtype)
+        result = _plan_full(program, x.shape, strides, method, op, read_dtype, acc_dtype)
+        return result_dtype, out_shape, program, result
+    # The axis kernels read any strides, in the dtype the rungs above the seed's read (float32
+    # sums accumulate in float64), and write the result dtype when it is one rounding away.
+    read_dtype, acc_dtype = _plan(op, "one_pass", x.dtype, result_dtype)
+    program = _Program(x.dtype)
+    source = 0
+    if read_dtype != x.dtype:
+        source, strides = program.copy(0, x.shape, read_dtype), _c_strides(x.shape)
+    writes = result_dtype if result_dtype in _axis_outputs(op, read_dtype, acc_dtype) \
+        else acc_dtype
+    result = _plan_partial(program, source, x.shape, strides, read_dtype, axes, op, acc_dtype,
+                           writes)
+    return result_dtype, out_shape, program, result
+
+
+def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str, out: Any):
+    """The body shared by :func:`sum`, :func:`prod`, :func:`min` and :func:`max`."""
+    op = OPERATORS[operation]
+    # 1. Validate (and plan, once per layout: see _Program).
+    x = _device.as_device_array(x, "x")
+    try:
+        key = (operation, x.shape, x.strides, x.dtype, axis, dtype, keepdims, method,
+               x.device.id)
+        planned = _PROGRAMS.get(key)
+    except TypeError:  # an unhashable axis or dtype (a list): plan every time
+        key, planned = None, None
+    if planned is None:
+        if x.strides and builtins.any(st % x.itemsize for st in x.strides):
+            x = _device.cupy.ascontiguousarray(x)  # strides the kernels cannot express
+            key = None
+        planned = _make_program(operation, op, x, axis, dtype, keepdims, method)
+        if key is not None:
+            if len(_PROGRAMS) >= _MAX_PROGRAMS:
+                _PROGRAMS.clear()
+            _PROGRAMS[key] = planned
+    result_dtype, out_shape, program, result_index = planned
     if out is not None:
         prepare_out(out, out_shape, result_dtype, x.device.id, (x,), casting="unsafe")
 
     with x.device:
         cupy = _device.cupy
-        if x.size == 0:  # the identity of + or *, or an empty result
-            fill = cupy.ones if op == "ProdOp" else cupy.zeros
-            return finish_out(fill(out_shape, dtype=result_dtype), out, direct=False)
-        if nothing and not full:  # e.g. axis=(): NumPy's result is the input in the result dtype
+        if program is None:
+            if x.size == 0:  # the identity of + or *, or an empty result
+                fill = cupy.ones if op == "ProdOp" else cupy.zeros
+                return finish_out(fill(out_shape, dtype=result_dtype), out, direct=False)
+            # Reductions over length-1 axes only: NumPy's result is the input in the result dtype
             return finish_out(x.astype(result_dtype).reshape(out_shape), out, direct=False)
-        # 2. Allocate: the kernel reads a 1-D view (a copy only when no single stride fits).
-        read_dtype, acc_dtype = _plan(op, method, x.dtype, result_dtype)
-        flat = x.reshape(-1).astype(read_dtype, copy=False)
-        if flat.strides[0] % flat.itemsize:
-            flat = cupy.ascontiguousarray(flat)
-        # 3. Launch.
-        total = _reduce_all(flat, method, op, acc_dtype)
-        if result_dtype.kind == "b" and acc_dtype != result_dtype:
-            total = total != 0
-        elif acc_dtype == _U64 and result_dtype != _U64:
-            total = total.view(numpy.int64)  # same bits; astype truncates to the result width
-        result = total.astype(result_dtype, copy=False).reshape(out_shape)
+        # 2. Allocate and 3. launch, as planned.
+        result = _to_result(program.run(x, result_index), result_dtype)
+        if result.shape != out_shape:
+            result = result.reshape(out_shape)
     return finish_out(result, out, direct=False)
+
+
+def _to_result(total, result_dtype: numpy.dtype):
+    """Accumulator values as NumPy's result dtype: integers truncated (wrap-around), bool as != 0."""
+    if result_dtype.kind == "b" and total.dtype != result_dtype:
+        return total != 0
+    if total.dtype == result_dtype:
+        return total
+    if total.dtype == _U64:
+        total = total.view(numpy.int64)  # same bits; astype truncates to the result width
+    return total.astype(result_dtype, copy=False)
 
 
 _PARAMETERS = """
@@ -276,14 +544,17 @@ _PARAMETERS = """
     x : cupy.ndarray or GPU array
         Input of a bool, integer, float{complex} dtype, any shape and strides.
     axis : None, int or tuple of ints, optional
-        Axes to reduce. Supported today: full reductions, i.e. ``None`` or axes such that
-        every axis left in the result has length 1 (e.g. ``axis=1`` of a ``(1, n)`` array), and
-        reductions over length-1 axes only (e.g. ``axis=()``). Other axis reductions raise
-        NotImplementedError.{dtype}
+        Axes to reduce (negative ones count from the end); ``None`` reduces all of them.
+        Reductions that keep some axes use the row kernels when the reduced axes are the
+        faster-varying ones in memory (a warp per row, a thread per row of up to 16
+        elements) and the column kernel otherwise (a thread per kept element, accumulating
+        down the rows), whatever ``method`` says; axes that do not merge into one stride are
+        reduced one group after another.{dtype}
     keepdims : bool, optional
         Keep the reduced axes with length 1.
     method : str, optional
-        A rung of ``gpukernels.methods("reduce")``, or ``"auto"`` (``one_pass``).
+        A rung of ``gpukernels.methods("reduce")``, or ``"auto"`` (``one_pass``), for
+        reductions to one element.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; the result is cast to its dtype.
 """
@@ -301,8 +572,6 @@ _RAISES = """
         An axis is out of range.
     ValueError
         Duplicate axes, ``out`` of the wrong shape or device, or an unknown ``method``.{empty}
-    NotImplementedError
-        A partial reduction: one that leaves an axis longer than 1 and reduces one too.
 """
 
 
