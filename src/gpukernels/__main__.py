@@ -24,7 +24,7 @@ what is timed:
   matmul     every rung and cuBLAS (cupy.matmul, the ceiling); TFLOP/s count 2*M*N*K
   reduce     every rung of each reduction (sum; prod, min, max where they exist), CuPy's
              reduction (the ceiling) and PyTorch's when it imports; GB/s count bytes read;
-             plus partial reductions over one axis (a rung without them is "not supported")
+             plus partial reductions ("axis kernels": the row and column kernels)
   Each output is checked on the device against an independent result on the same data before
   it is timed (CUDA events, warm-up, median). The table gives each rate over the ceiling's.
 
@@ -84,8 +84,8 @@ def _add_bench(subparsers, reductions: tuple[str, ...]) -> None:
                         help=("rungs to time (default: every rung; see "
                               "'python -m gpukernels describe OP'); ceilings are always timed"))
     inputs.add_argument("--axis", action=argparse.BooleanOptionalAction, default=True,
-                        help=("reductions: also time partial reductions, (8192, 8192) over axis "
-                              "0 and 1, (10**6, 2) and (1, 2**24) over axis 1 (default: on)"))
+                        help=("reductions: also time partial reductions: (8192, 8192) and "
+                              "(10**6, 2) over either axis, (1, 2**24) and more (default: on)"))
     inputs.add_argument("--torch", action=argparse.BooleanOptionalAction, default=True,
                         help="reductions: also time PyTorch's, when it imports (default: on)")
     inputs.add_argument("--quick", action="store_true",

@@ -63,7 +63,12 @@ MATMUL_DTYPES = ("float32",)
 MATMUL_SHAPES = ((4095, 4097, 4099),)
 REDUCE_SIZES = (2**16, 2**18, 2**20, 2**22, 2**24, 10**7, 2**26, 2**28)
 REDUCE_DTYPES = ("float32", "int32")
-REDUCE_AXIS_CASES = (((8192, 8192), 0), ((8192, 8192), 1), ((10**6, 2), 1), ((1, 2**24), 1))
+REDUCE_AXIS_CASES = (((8192, 8192), 0), ((8192, 8192), 1), ((10**6, 2), 1), ((10**6, 2), 0),
+                     ((1, 2**24), 1), ((64, 2**20), 1), ((2**20, 64), 0), ((256, 256, 256), 1),
+                     ((256, 256, 256), (0, 2)))
+#: The name partial reductions are reported under: every rung sends them to the same row and
+#: column kernels (kernels/reduce_axis.cu).
+AXIS_METHOD = "axis kernels"
 REDUCE_AXIS_DTYPE = "float32"
 
 #: Smaller inputs for a smoke run (``quick=True``): they fit in the L2, so not for reporting.
@@ -449,7 +454,8 @@ def _reduction_reference(operation: str, x, axis, result_dtype: numpy.dtype):
         return getattr(cupy, operation)(x, axis=axis, dtype=result_dtype), None
     wide = x.astype(numpy.complex128 if x.dtype.kind == "c" else numpy.float64)
     want = getattr(cupy, operation)(wide, axis=axis)
-    count = x.size if axis is None else x.shape[axis]
+    count = x.size if axis is None else math.prod(
+        x.shape[ax] for ax in (axis if isinstance(axis, tuple) else (axis,)))
     real = numpy.dtype(result_dtype.char.lower()) if result_dtype.kind == "c" else result_dtype
     eps_result = float(numpy.finfo(real).eps)
     eps_acc = float(numpy.finfo(numpy.float32 if real.itemsize <= 4 else numpy.float64).eps)
@@ -491,8 +497,11 @@ def _reduce_case(operation: str, shape: tuple, dtype: numpy.dtype, axis, methods
             lambda: torch_fn(tensor, **torch_kwargs),
             lambda out: check(cupy.from_dlpack(out))))
     gk_fn = operation_function(operation)
-    candidates += [_Candidate(m, "rung", lambda m=m: gk_fn(x, method=m, **axis_kwargs), check)
-                   for m in methods]
+    if axis is None:
+        candidates += [_Candidate(m, "rung", lambda m=m: gk_fn(x, method=m), check)
+                       for m in methods]
+    else:
+        candidates.append(_Candidate(AXIS_METHOD, "rung", lambda: gk_fn(x, axis=axis), check))
     notes = {} if axis is None else {"axis": axis}
     return _run_case(operation, shape, dtype, candidates, x.nbytes / 1e9, "GB/s", timing,
                      predictor, sweep=sweep, notes=notes)
@@ -692,7 +701,7 @@ def bench_matmul(sizes: Iterable[int] | None = None, dtypes: Iterable[Any] | Non
 def bench_reduce(sizes: Iterable[int] | None = None, dtypes: Iterable[Any] | None = None,
                  methods: Iterable[str] | None = None, *,
                  operations: Iterable[str] | None = None, shapes: Iterable[tuple] | None = None,
-                 axis_cases: Iterable[tuple[tuple, int]] | None = None,
+                 axis_cases: Iterable[tuple[tuple, Any]] | None = None,
                  axis_dtype: Any = REDUCE_AXIS_DTYPE, torch: bool = True,
                  timing: Timing | None = None, quick: bool = False, progress=True,
                  seed: int | None = None) -> BenchResult:
@@ -712,10 +721,12 @@ def bench_reduce(sizes: Iterable[int] | None = None, dtypes: Iterable[Any] | Non
     shapes : iterable of tuple, optional
         Extra inputs reduced in full (none by default).
     axis_cases : iterable of (shape, axis), optional
-        Partial reductions, compared with ``cupy.sum(x, axis)`` and ``torch.sum(x, dim)``; by
-        default ``(8192, 8192)`` over axis 0 and 1, ``(10**6, 2)`` over axis 1 and
-        ``(1, 2**24)`` over axis 1. A rung that raises NotImplementedError for one is recorded
-        as ``"not supported"``. ``()`` for none.
+        Partial reductions (the axis an int or a tuple), timed through the row and column
+        kernels (reported as ``"axis kernels"``) and compared with ``cupy.sum(x, axis)`` and
+        ``torch.sum(x, dim)``; by default :data:`REDUCE_AXIS_CASES`: ``(8192, 8192)`` over
+        either axis, ``(10**6, 2)`` over either axis, ``(1, 2**24)``, ``(64, 2**20)`` over axis
+        1, ``(2**20, 64)`` over axis 0, and ``(256, 256, 256)`` over axis 1 and over (0, 2).
+        ``()`` for none.
     axis_dtype : dtype
         dtype of the axis cases (float32).
     torch : bool
