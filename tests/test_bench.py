@@ -429,7 +429,8 @@ def test_bench_reduce_small():
     assert not result.wrong
     assert {r.operation for r in result} == set(reduction_operations())
     for operation in reduction_operations():
-        assert_case_complete(result.filter(operation=operation), REDUCE_RUNGS, f"cupy.{operation}")
+        full = [r for r in result.filter(operation=operation) if r.sweep != "axis"]
+        assert_case_complete(full, REDUCE_RUNGS, f"cupy.{operation}")
     axis_rows = [r for r in result if r.sweep == "axis" and r.kind == "rung"]
     assert axis_rows and all(r.status == "ok" and r.method == benchmark.AXIS_METHOD
                              for r in axis_rows)

@@ -488,6 +488,8 @@ def _reduce_case(operation: str, shape: tuple, dtype: numpy.dtype, axis, methods
     candidates = [_Candidate(f"cupy.{operation}", "ceiling", lambda: library(x, **axis_kwargs),
                              check)]
     torch = _torch() if use_torch else None
+    if torch is not None and isinstance(axis, tuple) and operation == "prod":
+        torch = None  # torch.prod takes one dim, not a tuple
     if torch is not None:
         tensor = torch.from_dlpack(x)  # the same device memory: no copy
         torch_fn = getattr(torch, _TORCH_REDUCTIONS[operation])
