@@ -99,16 +99,9 @@ def test_every_matmul_rung_and_dtype_has_an_instance(rung):
         assert _has_instance(instances, f"matmul_{rung}", ctype), (rung, ctype)
 
 
-@pytest.mark.parametrize("operation", sorted(reduction_mod.OPERATORS))
-@pytest.mark.parametrize("rung", gk.methods("reduce"))
-def test_every_reduction_rung_and_dtype_has_an_instance(rung, operation):
-    instances = _compile.FAMILIES["reduce.cu"].instances
-    ctypes = reduction_mod._C_TYPES
-    op = reduction_mod.OPERATORS[operation]
+def _accepted_requests(operation):
+    """(input dtype, dtype= request, result dtype) for every request the wrapper accepts."""
     requests = SUM_REQUESTS if operation in ("sum", "prod") else [None]
-    # Every (input dtype, dtype=) request the wrapper accepts plans onto compiled instances,
-    # for the first pass and for the pass over the partials.
-    planned = 0
     for dtype, requested in itertools.product(NUMERIC_DTYPES, requests):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -116,6 +109,19 @@ def test_every_reduction_rung_and_dtype_has_an_instance(rung, operation):
                 result = reduction_mod.reduction_result_dtype(operation, dtype, requested)
             except TypeError:
                 continue
+        yield dtype, requested, result
+
+
+@pytest.mark.parametrize("operation", sorted(reduction_mod.OPERATORS))
+@pytest.mark.parametrize("rung", gk.methods("reduce"))
+def test_every_reduction_rung_and_dtype_has_an_instance(rung, operation):
+    instances = _compile.FAMILIES["reduce.cu"].instances
+    ctypes = reduction_mod._C_TYPES
+    op = reduction_mod.OPERATORS[operation]
+    # Every (input dtype, dtype=) request the wrapper accepts plans onto compiled instances,
+    # for the first pass and for the pass over the partials.
+    planned = 0
+    for dtype, requested, result in _accepted_requests(operation):
         read, acc = reduction_mod._plan(op, rung, dtype, result)
         assert _has_instance(instances, f"reduce_{rung}", op, ctypes[read], ctypes[acc]), \
             (dtype, requested, read, acc)
@@ -129,15 +135,8 @@ def test_every_reduction_rung_and_dtype_has_an_instance(rung, operation):
 def test_every_axis_reduction_plan_has_instances(operation):
     instances = set(_compile.FAMILIES["reduce_axis.cu"].instances)
     op = reduction_mod.OPERATORS[operation]
-    requests = SUM_REQUESTS if operation in ("sum", "prod") else [None]
     planned = 0
-    for dtype, requested in itertools.product(NUMERIC_DTYPES, requests):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                result = reduction_mod.reduction_result_dtype(operation, dtype, requested)
-            except TypeError:
-                continue
+    for dtype, requested, result in _accepted_requests(operation):
         read, acc = reduction_mod._plan(op, "one_pass", dtype, result)
         outputs = reduction_mod._axis_outputs(op, read, acc)
         writes = result if result in outputs else acc
