@@ -74,21 +74,22 @@ def release_gpu_memory() -> None:
     cupy.get_default_memory_pool().free_all_blocks()
 
 
-def reduction_data(name: str, shape, dtype, rng: numpy.random.Generator) -> numpy.ndarray:
+def reduction_data(name: str, shape, dtype, rng: numpy.random.Generator,
+                   count: int | None = None) -> numpy.ndarray:
     """Random host data suited to reduction ``name``.
 
     The full range for integers and a fair coin for bools (integer results are exact, with
     NumPy's wrap-around); uniform(-1, 1) for float sums and min/max. For products: odd integers
     (a product modulo 2**64 of odd numbers is odd, so it depends on every factor instead of
     collapsing to 0), and for floats factors of magnitude near 1 with random signs, spread so that
-    the product of all of them stays within a few powers of two of 1."""
+    the product of ``count`` of them (default: all) stays within a few powers of two of 1."""
     dtype = numpy.dtype(dtype)
     data = reference.random_array(shape, dtype, rng)
     if name != "prod" or dtype.kind == "b":
         return data
     if dtype.kind in "iu":
         return data | dtype.type(1)
-    size = max(math.prod(shape), 1)
+    size = max(math.prod(shape) if count is None else count, 1)
     half_width = min(0.5, 2.0 * math.sqrt(3.0 / size))  # log2 of the product: sd <= 2
     real = _real_part(dtype)
     magnitude = numpy.exp2(rng.uniform(-half_width, half_width, size=shape))

@@ -18,6 +18,8 @@ import gpukernels as gk
 from gpukernels import reference
 from gpukernels.validation import poisoned
 
+from edges_helpers import reduction_data
+
 cupy = pytest.importorskip("cupy")
 
 pytestmark = pytest.mark.gpu
@@ -99,15 +101,7 @@ def make_data(name: str, shape, dtype, rng: numpy.random.Generator, n: int, *,
         return rare_true(shape, n, rng)
     if name != "prod" or dtype.kind == "b" or integer_valued:
         return reference.random_array(shape, dtype, rng, integer_valued=integer_valued)
-    if dtype.kind in "iu":
-        return reference.random_array(shape, dtype, rng) | dtype.type(1)
-    half_width = min(0.5, 2.0 * math.sqrt(3.0 / max(n, 1)))
-    magnitude = numpy.exp2(rng.uniform(-half_width, half_width, size=shape))
-    if dtype.kind == "c":
-        angle = rng.uniform(0.0, 2.0 * numpy.pi, size=shape)
-        return numpy.asarray(magnitude * numpy.exp(1j * angle)).astype(dtype)
-    signs = numpy.where(rng.random(shape) < 0.5, -1.0, 1.0)
-    return numpy.asarray(signs * magnitude).astype(dtype)
+    return reduction_data(name, shape, dtype, rng, count=n)
 
 
 def numpy_reduce(name: str, host: numpy.ndarray, axis, dtype=None, keepdims: bool = False):

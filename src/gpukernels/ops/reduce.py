@@ -252,7 +252,7 @@ class _Program:
         self.buffers.append((tuple(shape), numpy.dtype(dtype)))
         return len(self.buffers) - 1
 
-    def copy(self, source: int, shape: tuple, dtype: numpy.dtype) -> int:
+    def copy(self, source: int, dtype: numpy.dtype) -> int:
         """A C-contiguous copy of buffer ``source`` in ``dtype``."""
         target = len(self.buffers)
         self.buffers.append(None)
@@ -302,7 +302,7 @@ def _plan_full(program: _Program, shape: tuple, strides: tuple, method: str, op:
                         if length != 1])
     source = 0
     if program.source_dtype != read_dtype or len(dims) > 1:
-        source, stride = program.copy(0, shape, read_dtype), 1  # reshape(-1) would copy too
+        source, stride = program.copy(0, read_dtype), 1  # reshape(-1) would copy too
     else:
         stride = dims[0][1] if dims else 1
     per_thread = 1  # elements one thread takes per step: a 16-byte word for the vector rungs
@@ -412,7 +412,7 @@ def _plan_partial(program: _Program, source: int, shape: tuple, strides: tuple, 
                              rest, op, acc_dtype, out_dtype)
     kept = _merge_axes([d for d in dims if d[2][0] not in axes])
     if len(kept) > 2:  # the kept axes need three strides or more: copy into two
-        copied = program.copy(source, shape, dtype)
+        copied = program.copy(source, dtype)
         return _plan_partial(program, copied, shape, _c_strides(shape), dtype, axes, op,
                              acc_dtype, out_dtype)
     ((R, r_stride, _),) = reduced
@@ -480,7 +480,7 @@ def _make_program(operation: str, op: str, x, axis: Any, dtype: Any, keepdims: b
     program = _Program(x.dtype)
     source = 0
     if read_dtype != x.dtype:
-        source, strides = program.copy(0, x.shape, read_dtype), _c_strides(x.shape)
+        source, strides = program.copy(0, read_dtype), _c_strides(x.shape)
     writes = result_dtype if result_dtype in _axis_outputs(op, read_dtype, acc_dtype) \
         else acc_dtype
     result = _plan_partial(program, source, x.shape, strides, read_dtype, axes, op, acc_dtype,
