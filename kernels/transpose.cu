@@ -22,7 +22,11 @@
 // ---------------------------------------------------------------------------------------------
 // Rung 1 - naive: one thread per element, reads along rows, writes along columns.
 // Neighbouring threads (threadIdx.x) read neighbouring input elements, so reads coalesce; their
-// writes land `rows` elements apart, so each warp store touches 32 different memory sectors.
+// writes land `rows` elements apart. How much that costs depends on the block's shape: a 16 x 16
+// block puts 16 columns of 2 rows in a warp, and its store touches 16 sectors to write 2
+// elements in each (0.30 of a copy for float32 on an H100). The host launches narrow blocks,
+// 4 x 64 threads: a warp covers 4 columns of 8 rows, so its store writes 8 consecutive
+// elements into each of 4 output rows, a whole 32-byte sector for 4-byte types (0.61 of a copy).
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index>
 __global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, Index rows,
@@ -43,6 +47,8 @@ __global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, I
 // Now the stores coalesce and the loads are strided. Loads tolerate scattering better than
 // stores: the other bytes of a loaded sector stay in L1/L2 for the neighbouring columns, whereas
 // a partial store costs a read-modify-write of its sector, so this is the faster naive kernel.
+// The host's blocks are 8 x 32 threads for 4- to 16-byte types (16 x 16 for 1 and 2 bytes):
+// a warp stores 8 consecutive elements into each of 4 output rows and reads 8 input rows.
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index>
 __global__ void transpose_naive_col(const T* __restrict__ in, T* __restrict__ out, Index rows,

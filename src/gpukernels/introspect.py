@@ -325,7 +325,7 @@ class LaunchInfo:
     >>> import gpukernels as gk
     >>> launch = gk.describe("transpose", "naive", shape=(64, 64)).launches[0]  # doctest: +SKIP
     >>> launch.grid, launch.block  # doctest: +SKIP
-    ((4, 4, 1), (16, 16, 1))
+    ((16, 1, 1), (4, 64, 1))
     """
 
     instance: str

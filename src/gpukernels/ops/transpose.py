@@ -27,7 +27,15 @@ CARRIERS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
             8: "unsigned long long", 16: "gk_bytes16"}
 SHARED_TILE = 32
 SHARED_ROWS = 8  # threads per tile column: each thread moves SHARED_TILE / SHARED_ROWS elements
-NAIVE_BLOCK = (16, 16)  # the bandwidth study's block: 16 x 16 threads
+COPY_BLOCK = (16, 16)  # the bandwidth study's block, kept for its copy kernels (the ceilings)
+#: Threads along x of the naive rungs' 256-thread blocks, per item size. The width sets what a warp
+#: touches: `width` elements of each of 32 / width rows. 16 x 16 blocks (the bandwidth study's)
+#: reach 0.30 (naive) and 0.57 (naive_col) of a copy for float32 at 8192^2 on an H100; these
+#: widths, the best of 1 to 64 measured over 8192^2 and 8191x8193 for every item size, reach 0.61
+#: and 0.65 (benchmarks/NOTES.md, item 19).
+NAIVE_THREADS = 256
+NAIVE_WIDTH = {"naive": {1: 4, 2: 4, 4: 4, 8: 4, 16: 4},
+               "naive_col": {1: 16, 2: 16, 4: 8, 8: 8, 16: 8}}
 
 #: transpose_vector configurations per item size, best first: (V, TILE, ROWS). V x V element
 #: blocks make 16-byte words (4-byte words as the second choice for 1- and 2-byte items); V = 1,
@@ -99,8 +107,8 @@ def _vector_plan(stacked, result, rows: int, cols: int) -> tuple[tuple[int, int,
     return config, not aligned_rows
 
 
-def _launch_config(method: str, rows: int, cols: int, batch: int, vector_config=None,
-                   skew: bool = False):
+def _launch_config(method: str, rows: int, cols: int, batch: int, itemsize: int,
+                   vector_config=None, skew: bool = False):
     """(grid, block) for a rung; see the grid mapping described in kernels/transpose.cu."""
     if method == "vector":  # a block covers TILE x TILE blocks of V x V elements
         vector, tile, threads_y = vector_config
@@ -112,12 +120,10 @@ def _launch_config(method: str, rows: int, cols: int, batch: int, vector_config=
         grid = (ceil_div(cols, SHARED_TILE), min(ceil_div(rows, SHARED_TILE), MAX_GRID_YZ),
                 min(batch, MAX_GRID_YZ))
         return grid, block
-    if method == "naive":
-        block = (*NAIVE_BLOCK, 1)
-        x_extent, y_extent = cols, rows
-    else:  # naive_col: x walks the input's rows (the output's columns)
-        block = (*NAIVE_BLOCK, 1)
-        x_extent, y_extent = rows, cols
+    width = NAIVE_WIDTH[method][itemsize]
+    block = (width, NAIVE_THREADS // width, 1)
+    # naive: x walks the input's columns; naive_col: the input's rows (the output's columns)
+    x_extent, y_extent = (cols, rows) if method == "naive" else (rows, cols)
     grid = (ceil_div(x_extent, block[0]),
             min(ceil_div(y_extent, block[1]), MAX_GRID_YZ),
             min(batch, MAX_GRID_YZ))
@@ -129,9 +135,9 @@ def _kernel_for(chunk_in, chunk_out, rows: int, cols: int, method: str, index: s
     itemsize, batch = chunk_in.itemsize, chunk_in.shape[0]
     if method == "vector":
         config, skew = _vector_plan(chunk_in, chunk_out, rows, cols)
-        grid, block = _launch_config(method, rows, cols, batch, config, skew)
+        grid, block = _launch_config(method, rows, cols, batch, itemsize, config, skew)
         return KERNELS.function(_vector_name(itemsize, index, config, skew)), grid, block
-    grid, block = _launch_config(method, rows, cols, batch)
+    grid, block = _launch_config(method, rows, cols, batch, itemsize)
     return KERNELS.function(_kernel_name(method, itemsize, index)), grid, block
 
 
@@ -139,6 +145,7 @@ def _kernel_for(chunk_in, chunk_out, rows: int, cols: int, method: str, index: s
 # session may see many shapes; planning again costs only host time.
 _PLANS: dict[tuple, tuple] = {}
 _MAX_PLANS = 4096
+_ALIGNMENT_KEY = 256  # addresses enter plan keys modulo this (every alignment a plan tests divides it)
 
 
 def _plan_2d(x, result, method: str) -> tuple:
@@ -209,13 +216,13 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
         result = out if direct else _device.cupy.empty(out_shape, dtype=x.dtype)
         if x.size == 0:
             return finish_out(result, out, direct)
-        # A 2-D input into a fresh array: the launch depends only on the key below, so it is
-        # planned once (the host time of a call is a visible share of a transpose that takes
-        # tens of microseconds). Fresh arrays are 256-byte aligned, so only x's address enters.
-        if x.ndim == 2 and not direct and x.strides[0] % x.itemsize == 0 \
-                and x.strides[1] % x.itemsize == 0:
-            key = (x.shape, x.strides, x.itemsize, method, x.data.ptr % SECTOR_BYTES,
-                   x.device.id, _common.INT32_INDEX_LIMIT)
+        # A 2-D input: the launch depends only on the key below, so it is planned once (the
+        # host time of a call is a visible share of a transpose that takes tens of
+        # microseconds). The addresses enter through their alignment, which picks the vector
+        # width and SKEW (a fresh result is 256-byte aligned).
+        if x.ndim == 2 and x.strides[0] % x.itemsize == 0 and x.strides[1] % x.itemsize == 0:
+            key = (x.shape, x.strides, x.itemsize, method, x.data.ptr % _ALIGNMENT_KEY,
+                   result.data.ptr % _ALIGNMENT_KEY, x.device.id, _common.INT32_INDEX_LIMIT)
             plan = _PLANS.get(key)
             if plan is None:
                 if len(_PLANS) >= _MAX_PLANS:
@@ -264,10 +271,10 @@ def copy_ceiling(x, kind: str = "row"):
         result = _device.cupy.empty_like(x)
         if x.size:
             x_extent, y_extent = (cols, rows) if kind == "row" else (rows, cols)
-            grid = (ceil_div(x_extent, NAIVE_BLOCK[0]),
-                    min(ceil_div(y_extent, NAIVE_BLOCK[1]), MAX_GRID_YZ), 1)
+            grid = (ceil_div(x_extent, COPY_BLOCK[0]),
+                    min(ceil_div(y_extent, COPY_BLOCK[1]), MAX_GRID_YZ), 1)
             index = index_type(x.size)
             to_index = INDEX_SCALARS[index]
             launch(KERNELS.function(_ceiling_name(kind, x.itemsize, index)), grid,
-                   (*NAIVE_BLOCK, 1), (x, result, to_index(rows), to_index(cols)))
+                   (*COPY_BLOCK, 1), (x, result, to_index(rows), to_index(cols)))
     return result
