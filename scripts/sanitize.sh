@@ -21,9 +21,17 @@
 # their source) and selected with pytest -k by rung name (the test ids carry the rung name).
 # --all-tests runs them over the whole suite. memcheck and initcheck always run every GPU test.
 #
+# --cover runs every tool over a subset of the tests instead: the suite first runs without a
+# sanitizer and records which kernel instances each test launches (tests/conftest.py,
+# GPUKERNELS_LAUNCH_RECORD); scripts/launch_cover.py picks the cheapest tests that together
+# launch all of them, and after each tool checks that the tool's run launched every one. A tool
+# then passes only if, in addition, no instance was missed. The record is kept in the log
+# directory and reused by a later --cover run with the same --log-dir.
+#
 # usage: scripts/sanitize.sh [options] [-- pytest arguments]
 #   --tool NAME     run only this tool (repeatable, or comma-separated); default: all four
 #   --all-tests     racecheck and synccheck over the whole GPU suite too
+#   --cover         every tool over tests chosen to launch every kernel instance (see above)
 #   --large         include the tests marked slow or large (excluded by default: they take
 #                   far longer under a sanitizer)
 #   --marker EXPR   pytest -m expression instead of "gpu and not slow and not large"
@@ -45,6 +53,7 @@ usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 tools=()
 all_tests=0
+cover=0
 marker="gpu and not slow and not large"
 log_dir=
 pytest_args=()
@@ -54,6 +63,7 @@ while [ $# -gt 0 ]; do
                 IFS=, read -r -a names <<< "$2"; tools+=("${names[@]}"); shift 2 ;;
         --tool=*) IFS=, read -r -a names <<< "${1#--tool=}"; tools+=("${names[@]}"); shift ;;
         --all-tests) all_tests=1; shift ;;
+        --cover) cover=1; shift ;;
         --large) marker="gpu"; shift ;;
         --marker) [ $# -ge 2 ] || { echo "--marker needs an expression" >&2; exit 2; }
                   marker="$2"; shift 2 ;;
@@ -149,6 +159,31 @@ sanitizer_errors() {
         | awk '{ total += $1 } END { print total + 0 }'
 }
 
+# --cover: record the launches of the suite without a sanitizer (once per log directory), then
+# choose the tests that cover every launched instance.
+if [ "$cover" = 1 ]; then
+    record="$log_dir/native.jsonl"
+    if [ -s "$record" ]; then
+        echo "cover: reusing the launch record $record"
+    else
+        echo "=== cover: recording the launches of the suite without a sanitizer"
+        GPUKERNELS_LAUNCH_RECORD="$record.partial" "$PYTHON" -m pytest -q -p no:cacheprovider \
+            -m "$marker" ${pytest_args[@]+"${pytest_args[@]}"} > "$log_dir/native.log" 2>&1
+        status=$?
+        echo "cover: $(pytest_summary "$log_dir/native.log")"
+        if [ "$status" != 0 ]; then
+            echo "cover: the suite failed without a sanitizer (exit $status); see $log_dir/native.log" >&2
+            exit 1
+        fi
+        if [ ! -s "$record.partial" ]; then
+            echo "cover: the run wrote no launch record (only tests under tests/ are recorded)" >&2
+            exit 1
+        fi
+        mv "$record.partial" "$record"
+    fi
+    "$PYTHON" scripts/launch_cover.py choose "$record" --out "$log_dir/cover.txt" || exit 1
+fi
+
 declare -A seconds_of summary_of errors_of verdict_of
 failed=0
 for tool in "${tools[@]}"; do
@@ -159,7 +194,7 @@ for tool in "${tools[@]}"; do
         memcheck) options+=(--padding 512); environment=(GPUKERNELS_NO_POOL=1) ;;
         initcheck) environment=(GPUKERNELS_NO_POOL=1) ;;
         racecheck|synccheck)
-            if [ "$all_tests" = 0 ] && [ "$user_k" = 0 ]; then
+            if [ "$all_tests" = 0 ] && [ "$user_k" = 0 ] && [ "$cover" = 0 ]; then
                 names=$(sync_rungs) || { echo "could not list the rungs (is there a GPU?)" >&2; exit 2; }
                 if [ -z "$names" ]; then
                     echo "$tool: no rung uses shared memory or barriers; nothing to check" >&2
@@ -170,6 +205,10 @@ for tool in "${tools[@]}"; do
                 echo "$tool: the tests of rungs $names"
             fi ;;
     esac
+    if [ "$cover" = 1 ]; then
+        environment+=(GPUKERNELS_SELECT="$log_dir/cover.txt"
+                      GPUKERNELS_LAUNCH_RECORD="$log_dir/$tool.jsonl")
+    fi
     log="$log_dir/$tool.log"
     command=("$sanitizer" "${options[@]}" "$PYTHON" -m pytest -q -p no:cacheprovider -m "$marker"
              ${selection[@]+"${selection[@]}"} ${pytest_args[@]+"${pytest_args[@]}"})
@@ -188,6 +227,12 @@ for tool in "${tools[@]}"; do
     [ "$passed" -gt 0 ] || problems+=("no test passed")
     [ "$(count failed "$summary")" = 0 ] || problems+=("failed tests")
     [ "$(count error "$summary")" = 0 ] || problems+=("test errors")  # "1 error", "2 errors"
+    if [ "$cover" = 1 ]; then
+        "$PYTHON" scripts/launch_cover.py check "$record" "$log_dir/$tool.jsonl" \
+            > "$log_dir/$tool.cover" 2>&1 || problems+=("kernel instances not launched")
+        head -n 20 "$log_dir/$tool.cover"
+        cat "$log_dir/$tool.cover" >> "$log"
+    fi
     seconds_of[$tool]=$seconds
     summary_of[$tool]=${summary:-none}
     errors_of[$tool]=$errors

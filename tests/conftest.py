@@ -4,6 +4,10 @@
   is enough, see :func:`pytest_collection_modifyitems`.
 * ``GPUKERNELS_NO_POOL=1`` turns CuPy's memory pools off, so compute-sanitizer memcheck sees
   out-of-bounds accesses instead of hits inside a pooled block.
+* ``GPUKERNELS_LAUNCH_RECORD=<file>`` writes, per test, the kernel instances it launched and its
+  duration (JSON lines); ``GPUKERNELS_SELECT=<file>`` runs only the test ids listed in a file.
+  scripts/sanitize.sh uses both to run the sanitizers over a subset of tests that still launches
+  every instance the suite launches (scripts/launch_cover.py).
 * ``rng`` gives a generator with fresh entropy; its seed is printed, recorded in the test's
   ``user_properties`` and shown in the report of a failing test. ``GPUKERNELS_SEED=<int>``
   replays a seed.
@@ -11,12 +15,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 import numpy
 import pytest
 
 import gpukernels
+from gpukernels import _common, _compile
 
 GPU = gpukernels.gpu_available()
 
@@ -27,7 +34,17 @@ if GPU and os.environ.get("GPUKERNELS_NO_POOL") == "1":
     cupy.cuda.set_pinned_memory_allocator(None)
 
 
+RECORD = os.environ.get("GPUKERNELS_LAUNCH_RECORD")
+SELECT = os.environ.get("GPUKERNELS_SELECT")
+
+
 def pytest_collection_modifyitems(config, items):
+    if SELECT:
+        with open(SELECT) as f:
+            wanted = {line.rstrip("\n") for line in f if line.strip()}
+        deselected = [item for item in items if item.nodeid not in wanted]
+        items[:] = [item for item in items if item.nodeid in wanted]
+        config.hook.pytest_deselected(items=deselected)
     if GPU:
         return
     skip = pytest.mark.skip(reason="no CUDA GPU")
@@ -65,3 +82,25 @@ def index_width(request, monkeypatch):
     if request.param == "int64-index":
         monkeypatch.setattr(gpukernels._common, "INT32_INDEX_LIMIT", 0)
     return request.param
+
+
+if RECORD:
+    _record_lines: list[dict] = []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        _common.track_launches(True)
+        start = time.perf_counter()
+        try:
+            return (yield)
+        finally:
+            seconds = time.perf_counter() - start
+            _record_lines.append({"test": item.nodeid, "seconds": seconds,
+                                  "kernels": sorted(_common.track_launches(False) or ())})
+
+    def pytest_sessionfinish(session):
+        names = _compile.kernel_names()  # every launched kernel was fetched through a family
+        with open(RECORD, "w") as f:
+            for line in _record_lines:
+                line["kernels"] = sorted({names.get(k, "unknown") for k in line["kernels"]})
+                f.write(json.dumps(line) + "\n")

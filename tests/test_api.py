@@ -5,7 +5,6 @@ None of these needs a GPU: errors for bad inputs must come before anything touch
 
 from __future__ import annotations
 
-import itertools
 import sys
 import warnings
 

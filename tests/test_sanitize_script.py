@@ -3,6 +3,8 @@ the program and prints a summary with a chosen error count, over small throwaway
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+import gpukernels
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "sanitize.sh"
 
@@ -103,3 +107,79 @@ def test_usage_and_bad_arguments(sandbox):
     missing = subprocess.run(["bash", str(SCRIPT), "--tool", "memcheck"], capture_output=True,
                              text=True, env=dict(os.environ, COMPUTE_SANITIZER="/nonexistent"))
     assert missing.returncode == 2 and "compute-sanitizer not found" in missing.stderr
+
+
+def test_cover_without_a_launch_record_fails(sandbox):
+    # Tests outside tests/ are not recorded: --cover must stop, not run the tools over nothing.
+    result = run_script(sandbox, "--cover", "--tool", "memcheck", "--marker", "",
+                        "--", str(sandbox / "test_ok.py"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "wrote no launch record" in result.stderr
+    assert "=== memcheck" not in result.stdout
+
+
+# scripts/launch_cover.py, on records written by hand.
+def _launch_cover():
+    spec = importlib.util.spec_from_file_location("launch_cover", SCRIPT.parent / "launch_cover.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_record(path, lines):
+    path.write_text("".join(json.dumps({"test": t, "seconds": s, "kernels": k}) + "\n"
+                            for t, s, k in lines))
+    return path
+
+
+RECORD = [
+    ("t::a", 5.0, ["f.cu:a", "f.cu:b", "f.cu:c"]),  # everything, but slow
+    ("t::b", 0.1, ["f.cu:a", "f.cu:b"]),
+    ("t::c", 0.1, ["f.cu:c"]),
+    ("t::d", 0.01, []),
+    ("t::e", 0.2, ["f.cu:b", "unknown"]),
+]
+
+
+def test_cover_chooses_cheap_tests_that_launch_every_instance(tmp_path):
+    cover = _launch_cover()
+    record = cover.read_record(_write_record(tmp_path / "native.jsonl", RECORD))
+    assert cover.launched(record) == {"f.cu:a", "f.cu:b", "f.cu:c"}
+    chosen = cover.choose(record)
+    assert sorted(chosen) == ["t::b", "t::c"]
+    out = tmp_path / "cover.txt"
+    assert cover.main(["choose", str(tmp_path / "native.jsonl"), "--out", str(out)]) == 0
+    assert sorted(out.read_text().split()) == ["t::b", "t::c"]
+
+
+def test_cover_check_fails_on_a_missed_instance(tmp_path, capsys):
+    cover = _launch_cover()
+    native = _write_record(tmp_path / "native.jsonl", RECORD)
+    full = _write_record(tmp_path / "full.jsonl", [("t::b", 1.0, ["f.cu:a", "f.cu:b"]),
+                                                   ("t::c", 1.0, ["f.cu:c"])])
+    short = _write_record(tmp_path / "short.jsonl", [("t::b", 1.0, ["f.cu:a", "f.cu:b"])])
+    assert cover.main(["check", str(native), str(full)]) == 0
+    assert cover.main(["check", str(native), str(short)]) == 1
+    assert "f.cu:c" in capsys.readouterr().out
+    empty = _write_record(tmp_path / "empty.jsonl", [("t::d", 1.0, [])])
+    assert cover.main(["check", str(empty), str(full)]) == 1  # a record without launches
+
+
+def test_suite_records_launches_and_runs_a_selection(tmp_path):
+    """tests/conftest.py: GPUKERNELS_SELECT keeps the listed tests, GPUKERNELS_LAUNCH_RECORD
+    writes a line per test that ran; on a GPU the line names the kernel instance."""
+    chosen = ["tests/test_transpose.py::test_transpose_matches_numpy[int32-index-naive-float32-31x37]"]
+    select = tmp_path / "select.txt"
+    select.write_text("\n".join(chosen) + "\n")
+    record = tmp_path / "record.jsonl"
+    env = dict(os.environ, GPUKERNELS_SELECT=str(select), GPUKERNELS_LAUNCH_RECORD=str(record))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "tests/test_transpose.py"], cwd=SCRIPT.parent.parent,
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [line["test"] for line in lines] == chosen
+    if gpukernels.gpu_available():
+        assert lines[0]["kernels"] == ["transpose.cu:transpose_naive<unsigned int, int>"]
+    else:
+        assert lines[0]["kernels"] == []

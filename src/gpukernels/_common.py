@@ -139,6 +139,19 @@ class LaunchRecord:
 
 _recorder = threading.local()  # .state: (list of LaunchRecord, dry_run) inside record_launches
 
+#: ids of the kernels launched (by any thread) since tracking began; None while not tracking.
+#: The test suite's launch record (tests/conftest.py) turns it on so that scripts/sanitize.sh
+#: can show which kernel instances ran under each sanitizer tool.
+_launched_ids: set[int] | None = None
+
+
+def track_launches(on: bool = True) -> set[int] | None:
+    """Start (or stop) tracking launches; return the ids tracked so far and start a new set."""
+    global _launched_ids
+    seen = _launched_ids
+    _launched_ids = set() if on else None
+    return seen
+
 
 @contextlib.contextmanager
 def record_launches(*, dry_run: bool = False):
@@ -156,7 +169,7 @@ def record_launches(*, dry_run: bool = False):
     >>> with record_launches(dry_run=True) as launches:  # doctest: +SKIP
     ...     gk.transpose(cupy.empty((64, 64), cupy.float32), method="naive")
     >>> launches[0].grid, launches[0].block  # doctest: +SKIP
-    ((4, 4, 1), (16, 16, 1))
+    ((16, 1, 1), (4, 64, 1))
     """
     saved = getattr(_recorder, "state", None)
     records: list[LaunchRecord] = []
@@ -193,6 +206,8 @@ def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args
         state[0].append(LaunchRecord(kernel, tuple(grid), tuple(block)))
         if state[1]:
             return
+    if _launched_ids is not None:
+        _launched_ids.add(id(kernel))
     kernel(grid, block, args)
 
 

@@ -146,6 +146,12 @@ def register(filename: str, instances: list[str]) -> KernelFamily:
     return family
 
 
+def kernel_names() -> dict[int, str]:
+    """id(kernel) -> "file:instance" for every kernel fetched so far, on any device."""
+    return {id(kernel): f"{family.filename}:{name}"
+            for family in FAMILIES.values() for (_, name), kernel in family._functions.items()}
+
+
 def compile_all_for_current_device() -> None:
     """Compile (or load from CuPy's cache) every family for the current device."""
     for family in FAMILIES.values():
