@@ -79,9 +79,8 @@ reduce_short_rows(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 R
 // ---------------------------------------------------------------------------------------------
 // reduce_cols: thread (x, y) accumulates column k = blockIdx.x * KT + x over rows start + y,
 // start + y + P, ... of split blockIdx.y; ROWS_PER_STEP rows per step are loaded before they are
-// combined (loads in flight), folded first in gk_word_acc's type (float32 for float32 summed in
-// float64, as the 16-byte words of the full reductions are). The P partial values of a column
-// are then folded in shared memory, a tree over y. P is a power of two.
+// combined (loads in flight). The P partial values of a column are then folded in shared
+// memory, a tree over y. P is a power of two.
 // ---------------------------------------------------------------------------------------------
 constexpr int ROWS_PER_STEP = 8;
 
@@ -95,7 +94,6 @@ reduce_cols(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 R, i64 
     const i64 k = (i64)blockIdx.x * columns + x;
     const i64 start = (i64)blockIdx.y * split;
     const i64 end = gk_smaller(start + split, R);
-    typedef typename gk_word_acc<In, Acc>::type StepAcc;
     Acc acc = Op::template identity<Acc>();
     if (k < K) {
         const In* element =
@@ -107,12 +105,10 @@ reduce_cols(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 R, i64 
             In v[ROWS_PER_STEP];
 #pragma unroll
             for (int i = 0; i < ROWS_PER_STEP; ++i) v[i] = element[i * step];
-            StepAcc folded = to_acc<StepAcc>(v[0]);
+            Acc folded = to_acc<Acc>(v[0]);
 #pragma unroll
-            for (int i = 1; i < ROWS_PER_STEP; ++i) {
-                folded = Op::combine(folded, to_acc<StepAcc>(v[i]));
-            }
-            acc = Op::combine(acc, to_acc<Acc>(folded));
+            for (int i = 1; i < ROWS_PER_STEP; ++i) folded = Op::combine(folded, to_acc<Acc>(v[i]));
+            acc = Op::combine(acc, folded);
         }
         for (; r < end; r += lanes, element += step) acc = Op::combine(acc, to_acc<Acc>(*element));
     }

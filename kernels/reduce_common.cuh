@@ -124,15 +124,6 @@ __device__ __forceinline__ Acc gk_block_reduce(Acc value, Acc* scratch) {
     return value;
 }
 
-// The type a 16-byte word's elements are folded in before joining the thread's accumulator:
-// the accumulator's, except float32 summed in float64, where converting every element would make
-// the conversion unit (a quarter of the FP32 rate) the bottleneck; the word's four floats are
-// added in float32 (an error of at most 3 ulp of their magnitude) and converted once.
-template <typename In, typename Acc>
-struct gk_word_acc { typedef Acc type; };
-template <>
-struct gk_word_acc<float, double> { typedef float type; };
-
 // Thread `thread` of `threads` reading in[0], in[stride], ..., in[(n - 1) * stride] together:
 // its share combined in registers, with 16-byte words when the input is contiguous (a scalar
 // head up to the first 16-byte boundary and a scalar tail), scalar loads otherwise. Element i
@@ -158,12 +149,14 @@ __device__ __forceinline__ Acc gk_slice_reduce(const In* __restrict__ in, i64 n,
     };
     const uint4* word_ptr = reinterpret_cast<const uint4*>(in + head);
     i64 w = thread;
-    typedef typename gk_word_acc<In, Acc>::type WordAcc;
+    // A word's elements are folded in Acc: float32 summed in float64 converts every element
+    // (free at memory speed on an H100; folding the four floats in float32 first left errors
+    // that could exceed NumPy's pairwise sum's on mixed magnitudes).
     auto fold_word = [](const Word& word) {
-        WordAcc folded = to_acc<WordAcc>(word.elem[0]);
+        Acc folded = to_acc<Acc>(word.elem[0]);
 #pragma unroll
-        for (int k = 1; k < PER_WORD; ++k) folded = Op::combine(folded, to_acc<WordAcc>(word.elem[k]));
-        return to_acc<Acc>(folded);
+        for (int k = 1; k < PER_WORD; ++k) folded = Op::combine(folded, to_acc<Acc>(word.elem[k]));
+        return folded;
     };
     for (; w + threads < words; w += 2 * threads) {  // two loads in flight per thread
         Word a, b;
