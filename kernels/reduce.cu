@@ -4,12 +4,13 @@
 // Every rung reads n elements in[0], in[stride], ..., converts each to Acc (see to_acc in
 // common.cuh) and combines them:
 //
-//   reduce_two_pass<Op, In, Acc, BLOCK>(in, out, n, stride)            one Acc per block in out
-//   reduce_shuffle<Op, In, Acc, BLOCK>(in, out, n, stride)             one Acc per block in out
-//   reduce_one_pass<Op, In, Acc, BLOCK>(in, out, n, stride, partials, counter)    out[0]
+//   reduce_two_pass<Op, In, Acc, Out, BLOCK>(in, out, n, stride)       one value per block in out
+//   reduce_shuffle<Op, In, Acc, Out, BLOCK>(in, out, n, stride)        one value per block in out
+//   reduce_one_pass<Op, In, Acc, Out, BLOCK>(in, out, n, stride, partials, counter)  out[0]
 //
 // Launched with one block, the first two reduce their whole input to out[0]; the host launches
-// them a second time over the per-block partials. The order of the combines depends only on n,
+// them a second time over the per-block partials (written as Acc). Out is Acc or the result
+// dtype (to_acc<Out> converts once at the end), so no separate cast launch follows. The order of the combines depends only on n,
 // the input's alignment and the launch configuration, so the same input always gives bitwise the
 // same result: no floating-point atomics (one_pass counts finished blocks with an integer one).
 // The operators and the warp, block and 16-byte-word helpers are in reduce_common.cuh, shared
@@ -24,9 +25,9 @@
 // One barrier per tree step suffices: in a step, the threads that write (tid < s) and the slots
 // that are read (tid + s >= s) are disjoint. BLOCK must be a power of two.
 // ---------------------------------------------------------------------------------------------
-template <typename Op, typename In, typename Acc, int BLOCK>
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
-reduce_two_pass(const In* __restrict__ in, Acc* __restrict__ out, i64 n, i64 stride) {
+reduce_two_pass(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 stride) {
     __shared__ Acc partial[BLOCK];
     const int tid = threadIdx.x;
     Acc acc = Op::template identity<Acc>();
@@ -40,7 +41,7 @@ reduce_two_pass(const In* __restrict__ in, Acc* __restrict__ out, i64 n, i64 str
         if (tid < s) partial[tid] = Op::combine(partial[tid], partial[tid + s]);
         __syncthreads();
     }
-    if (tid == 0) out[blockIdx.x] = partial[0];
+    if (tid == 0) out[blockIdx.x] = to_acc<Out>(partial[0]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -52,13 +53,13 @@ reduce_two_pass(const In* __restrict__ in, Acc* __restrict__ out, i64 n, i64 str
 // its values with __shfl_down_sync inside each warp (registers, no barrier), then one warp folds
 // the per-warp results: one barrier in all. Still two launches, like two_pass.
 // ---------------------------------------------------------------------------------------------
-template <typename Op, typename In, typename Acc, int BLOCK>
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
-reduce_shuffle(const In* __restrict__ in, Acc* __restrict__ out, i64 n, i64 stride) {
+reduce_shuffle(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 stride) {
     __shared__ Acc scratch[BLOCK / 32];
     const Acc value =
         gk_block_reduce<Op, Acc, BLOCK>(gk_thread_reduce<Op, In, Acc, BLOCK>(in, n, stride), scratch);
-    if (threadIdx.x == 0) out[blockIdx.x] = value;
+    if (threadIdx.x == 0) out[blockIdx.x] = to_acc<Out>(value);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -71,9 +72,9 @@ reduce_shuffle(const In* __restrict__ in, Acc* __restrict__ out, i64 n, i64 stri
 // counter to 0 for the next launch. `counter` must be 0 at launch and must not be shared by
 // launches that can run at the same time (the host keeps one per device and stream).
 // ---------------------------------------------------------------------------------------------
-template <typename Op, typename In, typename Acc, int BLOCK>
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
-reduce_one_pass(const In* __restrict__ in, Acc* __restrict__ out, i64 n, i64 stride,
+reduce_one_pass(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 stride,
                 Acc* __restrict__ partials, unsigned int* __restrict__ counter) {
     __shared__ Acc scratch[BLOCK / 32];
     __shared__ bool is_last;
@@ -93,7 +94,7 @@ reduce_one_pass(const In* __restrict__ in, Acc* __restrict__ out, i64 n, i64 str
     }
     value = gk_block_reduce<Op, Acc, BLOCK>(value, scratch);
     if (threadIdx.x == 0) {
-        out[0] = value;
+        out[0] = to_acc<Out>(value);
         *counter = 0;
     }
 }

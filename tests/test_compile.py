@@ -138,7 +138,7 @@ def test_every_axis_reduction_plan_has_instances(operation):
     planned = 0
     for dtype, requested, result in _accepted_requests(operation):
         read, acc = reduction_mod._plan(op, "one_pass", dtype, result)
-        outputs = reduction_mod._axis_outputs(op, read, acc)
+        outputs = reduction_mod._outputs(op, read, acc)
         writes = result if result in outputs else acc
         # First pass, intermediate passes over accumulators, and the fold of split partials.
         for source, out in ((read, writes), (read, acc), (acc, acc), (acc, writes)):

@@ -52,7 +52,8 @@ _C_TYPES = {
     numpy.dtype(numpy.complex64): "gk_complex<float>",
     numpy.dtype(numpy.complex128): "gk_complex<double>",
 }
-_U64, _F32, _F64 = (numpy.dtype(t) for t in (numpy.uint64, numpy.float32, numpy.float64))
+_I64, _U64, _F32, _F64 = (numpy.dtype(t) for t in (numpy.int64, numpy.uint64, numpy.float32,
+                                                   numpy.float64))
 _C64, _C128 = numpy.dtype(numpy.complex64), numpy.dtype(numpy.complex128)
 _INTEGER_LIKE = [d for d in _C_TYPES if d.kind in "biu"]
 _FLOAT16 = numpy.dtype(numpy.float16)
@@ -74,14 +75,43 @@ _ACC_PAIRS = {
 _ACC_PAIRS["MaxOp"] = _ACC_PAIRS["MinOp"]
 
 
-def _kernel_name(method: str, op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> str:
-    return f"reduce_{method}<{op}, {_C_TYPES[in_dtype]}, {_C_TYPES[acc_dtype]}, {BLOCK}>"
+def _outputs(op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> tuple:
+    """The output dtypes a kernel reading ``in_dtype`` into ``acc_dtype`` can write: the
+    accumulator, or a result dtype one conversion away, so that no cast launch follows."""
+    outputs = (acc_dtype,)
+    if acc_dtype == _F32:
+        outputs += (_FLOAT16,)  # float16 results accumulated in float32
+    if op == "SumOp" and acc_dtype == _F64 and in_dtype in (_F32, _F64):
+        outputs += (_F32,)  # float32 sums accumulated in float64
+    return outputs
 
 
-KERNELS = _compile.register("reduce.cu", [
-    _kernel_name(rung.name, op, i, a)
-    for rung in RUNGS for op, pairs in _ACC_PAIRS.items() for i, a in pairs
-])
+def _full_outputs(op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> tuple:
+    """:func:`_outputs`, and int64 for integer sums and products (the default result of signed
+    and bool inputs: the uint64 accumulator's bits, as NumPy's wrap-around gives them)."""
+    return _outputs(op, in_dtype, acc_dtype) + ((_I64,) if acc_dtype == _U64 else ())
+
+
+def _kernel_name(method: str, op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype,
+                 out_dtype: numpy.dtype) -> str:
+    return (f"reduce_{method}<{op}, {_C_TYPES[in_dtype]}, {_C_TYPES[acc_dtype]}, "
+            f"{_C_TYPES[out_dtype]}, {BLOCK}>")
+
+
+def _full_instances() -> list[str]:
+    # Each (input, accumulator) pair writing every output it can, and the second pass of the
+    # two-launch rungs: (accumulator, accumulator) over the partials.
+    names = set()
+    for rung in RUNGS:
+        for op, pairs in _ACC_PAIRS.items():
+            for in_dtype, acc_dtype in pairs:
+                for source in (in_dtype, acc_dtype):
+                    names.update(_kernel_name(rung.name, op, source, acc_dtype, out_dtype)
+                                 for out_dtype in _full_outputs(op, source, acc_dtype))
+    return sorted(names)
+
+
+KERNELS = _compile.register("reduce.cu", _full_instances())
 
 
 # Axis reductions (kernels/reduce_axis.cu): three kernels, each for every (input, accumulator)
@@ -89,16 +119,6 @@ KERNELS = _compile.register("reduce.cu", [
 # They write the accumulator type, or the result dtype where that is one rounding away.
 AXIS_KINDS = ("rows", "short_rows", "cols")
 SHORT_ROW = 16  # rows up to this length get a thread each instead of a warp
-
-
-def _axis_outputs(op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> tuple:
-    """The output dtypes an axis kernel reading ``in_dtype`` into ``acc_dtype`` can write."""
-    outputs = (acc_dtype,)
-    if acc_dtype == _F32:
-        outputs += (_FLOAT16,)  # float16 results accumulated in float32
-    if op == "SumOp" and acc_dtype == _F64 and in_dtype in (_F32, _F64):
-        outputs += (_F32,)  # float32 sums accumulated in float64
-    return outputs
 
 
 def _axis_kernel_name(kind: str, op: str, in_dtype, acc_dtype, out_dtype) -> str:
@@ -111,7 +131,7 @@ def _axis_instances() -> list[str]:
     for op, pairs in _ACC_PAIRS.items():
         for in_dtype, acc_dtype in pairs:
             for source in (in_dtype, acc_dtype):
-                for out_dtype in _axis_outputs(op, source, acc_dtype):
+                for out_dtype in _outputs(op, source, acc_dtype):
                     names.update(_axis_kernel_name(kind, op, source, acc_dtype, out_dtype)
                                  for kind in AXIS_KINDS)
     return sorted(names)
@@ -216,22 +236,27 @@ def normalize_axis(axis: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(normalized))
 
 
-# one_pass needs a block counter that is 0 at launch and not shared by launches that may run
-# concurrently: one per (device, stream). Each launch leaves it at 0 again.
-_counters: dict[tuple[int, int], Any] = {}
-_counters_lock = threading.Lock()
+# one_pass needs a block counter that is 0 at launch and a buffer for the per-block partials,
+# neither shared by launches that may run concurrently: one pair per (device, stream), reused by
+# every launch there (launches on one stream run in order). Each launch leaves the counter at 0.
+_scratch: dict[tuple[int, int], tuple] = {}
+_scratch_lock = threading.Lock()
+_SCRATCH_ITEM = 16  # bytes per partial: room for the widest accumulator (complex128)
 
 
-def _block_counter():
+def _one_pass_scratch() -> tuple:
+    """(counter, partials) of the current device and stream; partials is raw bytes."""
     cupy = _device.cupy
     key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
-    counter = _counters.get(key)
-    if counter is None:
-        with _counters_lock:
-            counter = _counters.get(key)
-            if counter is None:
-                counter = _counters[key] = cupy.zeros(1, dtype=numpy.uint32)
-    return counter
+    scratch = _scratch.get(key)
+    if scratch is None:
+        with _scratch_lock:
+            scratch = _scratch.get(key)
+            if scratch is None:
+                partials = cupy.empty(BLOCKS_PER_SM * multiprocessor_count() * _SCRATCH_ITEM,
+                                      dtype=numpy.uint8)
+                scratch = _scratch[key] = (cupy.zeros(1, dtype=numpy.uint32), partials)
+    return scratch
 
 
 class _Program:
@@ -260,9 +285,17 @@ class _Program:
         return target
 
     def launch(self, family, name: str, grid: tuple, block: tuple, args: tuple) -> None:
-        """``args``: ints become int64 scalars; ``(buffer, offset)`` pairs and _COUNTER resolve."""
-        scalars = tuple(numpy.int64(a) if isinstance(a, int) else a for a in args)
-        self.steps.append(("launch", family, name, grid, block, scalars))
+        """``args``: ints become int64 scalars; ``(buffer, offset)`` pairs, _COUNTER and
+        _PARTIALS are filled in when the program runs."""
+        fixed, filled = [], []
+        for position, arg in enumerate(args):
+            if isinstance(arg, tuple) or arg is _COUNTER or arg is _PARTIALS:
+                filled.append((position, arg))
+                arg = None
+            elif isinstance(arg, int):
+                arg = numpy.int64(arg)
+            fixed.append(arg)
+        self.steps.append(("launch", family, name, grid, block, fixed, tuple(filled), []))
 
     def run(self, x, result_index: int):
         cupy = _device.cupy
@@ -273,30 +306,36 @@ class _Program:
                 _, source, target, dtype = step
                 buffers[target] = buffers[source].astype(dtype, order="C", copy=False)
                 continue
-            _, family, name, grid, block, template = step
-            args = tuple(_resolve(a, buffers) for a in template)
-            launch(family.function(name), grid, block, args)
+            _, family, name, grid, block, fixed, filled, kernel = step
+            if not kernel:  # fetched once: a program belongs to one device
+                kernel.append(family.function(name))
+            args = list(fixed)
+            for position, arg in filled:
+                if arg is _COUNTER:
+                    args[position] = _one_pass_scratch()[0]
+                elif arg is _PARTIALS:
+                    args[position] = _one_pass_scratch()[1]
+                elif arg[1]:  # an element offset into a buffer
+                    array = buffers[arg[0]]
+                    args[position] = cupy.ndarray((1,), array.dtype,
+                                                  memptr=array.data + arg[1] * array.itemsize)
+                else:
+                    args[position] = buffers[arg[0]]
+            launch(kernel[0], grid, block, tuple(args))
         return buffers[result_index]
 
 
-_COUNTER = object()  # stands for one_pass's block counter (per device and stream) in a program
-
-
-def _resolve(arg, buffers):
-    if arg is _COUNTER:
-        return _block_counter()
-    if isinstance(arg, tuple):  # (buffer, element offset)
-        array = buffers[arg[0]]
-        if not arg[1]:
-            return array
-        return _device.cupy.ndarray((1,), array.dtype,
-                                    memptr=array.data + arg[1] * array.itemsize)
-    return arg
+# Stand-ins in a program's launch arguments for one_pass's block counter and partials (per
+# device and stream, see _one_pass_scratch).
+_COUNTER = object()
+_PARTIALS = object()
 
 
 def _plan_full(program: _Program, shape: tuple, strides: tuple, method: str, op: str,
-               read_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> int:
-    """Reduce buffer 0 (``shape``, element ``strides``) to one element; its buffer index."""
+               read_dtype: numpy.dtype, acc_dtype: numpy.dtype, out_dtype: numpy.dtype,
+               out_shape: tuple) -> int:
+    """Reduce buffer 0 (``shape``, element ``strides``) to one element of ``out_dtype`` in an
+    array of ``out_shape``; its buffer index."""
     n = math.prod(shape)
     dims = _merge_axes([(length, stride, ()) for length, stride in zip(shape, strides)
                         if length != 1])
@@ -309,21 +348,20 @@ def _plan_full(program: _Program, shape: tuple, strides: tuple, method: str, op:
     if method != "two_pass" and stride == 1:
         per_thread = builtins.max(1, 16 // read_dtype.itemsize)
     blocks = builtins.min(ceil_div(n, BLOCK * per_thread), BLOCKS_PER_SM * multiprocessor_count())
-    result = program.allocate((1,), acc_dtype)
-    name = _kernel_name(method, op, read_dtype, acc_dtype)
+    result = program.allocate(out_shape, out_dtype)
     if method == "one_pass":
-        partials = program.allocate((blocks,), acc_dtype)
-        program.launch(KERNELS, name, (blocks, 1, 1), (BLOCK, 1, 1),
-                       ((source, 0), (result, 0), n, stride, (partials, 0), _COUNTER))
+        program.launch(KERNELS, _kernel_name(method, op, read_dtype, acc_dtype, out_dtype),
+                       (blocks, 1, 1), (BLOCK, 1, 1),
+                       ((source, 0), (result, 0), n, stride, _PARTIALS, _COUNTER))
     elif blocks == 1:
-        program.launch(KERNELS, name, (1, 1, 1), (BLOCK, 1, 1),
-                       ((source, 0), (result, 0), n, stride))
+        program.launch(KERNELS, _kernel_name(method, op, read_dtype, acc_dtype, out_dtype),
+                       (1, 1, 1), (BLOCK, 1, 1), ((source, 0), (result, 0), n, stride))
     else:
         partials = program.allocate((blocks,), acc_dtype)
-        program.launch(KERNELS, name, (blocks, 1, 1), (BLOCK, 1, 1),
-                       ((source, 0), (partials, 0), n, stride))
-        program.launch(KERNELS, _kernel_name(method, op, acc_dtype, acc_dtype), (1, 1, 1),
-                       (BLOCK, 1, 1), ((partials, 0), (result, 0), blocks, 1))
+        program.launch(KERNELS, _kernel_name(method, op, read_dtype, acc_dtype, acc_dtype),
+                       (blocks, 1, 1), (BLOCK, 1, 1), ((source, 0), (partials, 0), n, stride))
+        program.launch(KERNELS, _kernel_name(method, op, acc_dtype, acc_dtype, out_dtype),
+                       (1, 1, 1), (BLOCK, 1, 1), ((partials, 0), (result, 0), blocks, 1))
     return result
 
 
@@ -471,8 +509,11 @@ def _make_program(operation: str, op: str, x, axis: Any, dtype: Any, keepdims: b
     strides = tuple(st // x.itemsize for st in x.strides)
     if full:
         read_dtype, acc_dtype = _plan(op, method, x.dtype, result_dtype)
+        writes = result_dtype if result_dtype in _full_outputs(op, read_dtype, acc_dtype) \
+            else acc_dtype
         program = _Program(x.dtype)
-        result = _plan_full(program, x.shape, strides, method, op, read_dtype, acc_dtype)
+        result = _plan_full(program, x.shape, strides, method, op, read_dtype, acc_dtype, writes,
+                            out_shape)
         return result_dtype, out_shape, program, result
     # The axis kernels read any strides, in the dtype the rungs above the seed's read (float32
     # sums accumulate in float64), and write the result dtype when it is one rounding away.
@@ -481,7 +522,7 @@ def _make_program(operation: str, op: str, x, axis: Any, dtype: Any, keepdims: b
     source = 0
     if read_dtype != x.dtype:
         source, strides = program.copy(0, read_dtype), _c_strides(x.shape)
-    writes = result_dtype if result_dtype in _axis_outputs(op, read_dtype, acc_dtype) \
+    writes = result_dtype if result_dtype in _outputs(op, read_dtype, acc_dtype) \
         else acc_dtype
     result = _plan_partial(program, source, x.shape, strides, read_dtype, axes, op, acc_dtype,
                            writes)
@@ -493,9 +534,9 @@ def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, metho
     op = OPERATORS[operation]
     # 1. Validate (and plan, once per layout: see _Program).
     x = _device.as_device_array(x, "x")
+    device = x.device
     try:
-        key = (operation, x.shape, x.strides, x.dtype, axis, dtype, keepdims, method,
-               x.device.id)
+        key = (operation, x.shape, x.strides, x.dtype, axis, dtype, keepdims, method, device.id)
         planned = _PROGRAMS.get(key)
     except TypeError:  # an unhashable axis or dtype (a list): plan every time
         key, planned = None, None
@@ -510,9 +551,9 @@ def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, metho
             _PROGRAMS[key] = planned
     result_dtype, out_shape, program, result_index = planned
     if out is not None:
-        prepare_out(out, out_shape, result_dtype, x.device.id, (x,), casting="unsafe")
+        prepare_out(out, out_shape, result_dtype, device.id, (x,), casting="unsafe")
 
-    with x.device:
+    with device:
         cupy = _device.cupy
         if program is None:
             if x.size == 0:  # the identity of + or *, or an empty result
