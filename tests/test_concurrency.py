@@ -77,7 +77,8 @@ def cold_kernel_cache(monkeypatch):
     for name, module in list(sys.modules.items()):
         if name == "gpukernels" or name.startswith("gpukernels."):
             for attribute, value in vars(module).items():
-                if isinstance(value, dict) and re.fullmatch(r"_[A-Z_]*(PLANS|CACHE)", attribute):
+                if isinstance(value, dict) and re.fullmatch(r"_[A-Z_]*(PLANS|PROGRAMS|CACHE)",
+                                                            attribute):
                     monkeypatch.setattr(module, attribute, {})
     monkeypatch.setattr(_common, "_max_threads", {})
     _common._multiprocessor_count.cache_clear()

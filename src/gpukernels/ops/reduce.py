@@ -301,6 +301,7 @@ class _Program:
         cupy = _device.cupy
         buffers = [x] + [None if spec is None else cupy.empty(spec[0], dtype=spec[1])
                          for spec in self.buffers[1:]]
+        scratch = None  # one_pass's (counter, partials), fetched when a step needs them
         for step in self.steps:
             if step[0] == "copy":
                 _, source, target, dtype = step
@@ -311,10 +312,10 @@ class _Program:
                 kernel.append(family.function(name))
             args = list(fixed)
             for position, arg in filled:
-                if arg is _COUNTER:
-                    args[position] = _one_pass_scratch()[0]
-                elif arg is _PARTIALS:
-                    args[position] = _one_pass_scratch()[1]
+                if arg is _COUNTER or arg is _PARTIALS:
+                    if scratch is None:
+                        scratch = _one_pass_scratch()
+                    args[position] = scratch[0] if arg is _COUNTER else scratch[1]
                 elif arg[1]:  # an element offset into a buffer
                     array = buffers[arg[0]]
                     args[position] = cupy.ndarray((1,), array.dtype,
