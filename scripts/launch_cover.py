@@ -27,22 +27,26 @@ UNKNOWN = "unknown"  # what the record says for a kernel no family knows (none i
 
 
 def read_record(path: Path) -> list[dict]:
-    """The record's lines: {"test": id, "seconds": float, "kernels": [instance, ...]}."""
+    """The record's lines: {"test": id, "seconds": float, "random": bool, "kernels": [...]}.
+    A random test (a property test) draws new inputs, so its launches differ between runs: it
+    is not chosen, and what only it launched is not asked of a run."""
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def launched(record: list[dict]) -> set[str]:
-    """Every instance some test of ``record`` launched."""
-    return {k for line in record for k in line["kernels"] if k != UNKNOWN}
+def launched(record: list[dict], random: bool = False) -> set[str]:
+    """Every instance some test of ``record`` launched (random tests too if ``random``)."""
+    return {k for line in record if random or not line.get("random")
+            for k in line["kernels"] if k != UNKNOWN}
 
 
 def choose(record: list[dict]) -> list[str]:
-    """Test ids that together launch every instance of ``record``: each step takes the test with
-    the least seconds per instance not yet launched (ties: the earlier test)."""
+    """Test ids that together launch every instance of ``record``'s tests that are not random:
+    each step takes the test with the least seconds per instance not yet launched (ties: the
+    earlier test)."""
     left = launched(record)
     candidates = [(line["test"], set(line["kernels"]) & left, max(line["seconds"], 1e-3))
-                  for line in record]
+                  for line in record if not line.get("random")]
     chosen = []
     while left:
         test, kernels, seconds = min(
@@ -92,7 +96,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(tests)} of {len(record)} tests launch all {len(wanted)} instances the "
               f"suite launches ({sum(seconds[t] for t in tests):.0f} s of "
               f"{sum(seconds.values()):.0f} s without a sanitizer)")
-        report_unlaunched(wanted)
+        drawn = sorted(launched(record, random=True) - wanted)
+        if drawn:
+            print(f"{len(drawn)} instance(s) launched only by property tests (not asked of a run):")
+            for name in drawn:
+                print(f"  {name}")
+        report_unlaunched(launched(record, random=True))
         return 0
     run = read_record(args.run)
     missing = sorted(wanted - launched(run))

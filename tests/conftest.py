@@ -95,7 +95,9 @@ if RECORD:
             return (yield)
         finally:
             seconds = time.perf_counter() - start
-            _record_lines.append({"test": item.nodeid, "seconds": seconds,
+            # Property tests draw new shapes on every run, so their launches vary.
+            drawn = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+            _record_lines.append({"test": item.nodeid, "seconds": seconds, "random": drawn,
                                   "kernels": sorted(_common.track_launches(False) or ())})
 
     def pytest_sessionfinish(session):

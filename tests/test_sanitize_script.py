@@ -127,7 +127,8 @@ def _launch_cover():
 
 
 def _write_record(path, lines):
-    path.write_text("".join(json.dumps({"test": t, "seconds": s, "kernels": k}) + "\n"
+    path.write_text("".join(json.dumps({"test": t, "seconds": s, "kernels": k,
+                                        "random": t.startswith("p::")}) + "\n"
                             for t, s, k in lines))
     return path
 
@@ -138,6 +139,7 @@ RECORD = [
     ("t::c", 0.1, ["f.cu:c"]),
     ("t::d", 0.01, []),
     ("t::e", 0.2, ["f.cu:b", "unknown"]),
+    ("p::f", 0.001, ["f.cu:a", "f.cu:b", "f.cu:c", "f.cu:d"]),  # a property test: never chosen
 ]
 
 
@@ -145,6 +147,7 @@ def test_cover_chooses_cheap_tests_that_launch_every_instance(tmp_path):
     cover = _launch_cover()
     record = cover.read_record(_write_record(tmp_path / "native.jsonl", RECORD))
     assert cover.launched(record) == {"f.cu:a", "f.cu:b", "f.cu:c"}
+    assert cover.launched(record, random=True) == {"f.cu:a", "f.cu:b", "f.cu:c", "f.cu:d"}
     chosen = cover.choose(record)
     assert sorted(chosen) == ["t::b", "t::c"]
     out = tmp_path / "cover.txt"

@@ -87,9 +87,12 @@ def _outputs(op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> tuple:
 
 
 def _full_outputs(op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> tuple:
-    """:func:`_outputs`, and int64 for integer sums and products (the default result of signed
-    and bool inputs: the uint64 accumulator's bits, as NumPy's wrap-around gives them)."""
-    return _outputs(op, in_dtype, acc_dtype) + ((_I64,) if acc_dtype == _U64 else ())
+    """:func:`_outputs`, and int64 for sums and products of signed integers and bool (their
+    default result: the uint64 accumulator's bits, as NumPy's wrap-around gives them), read
+    from the input or from uint64 partials."""
+    signed = in_dtype.kind in "bi" or in_dtype == _U64
+    return _outputs(op, in_dtype, acc_dtype) + (
+        (_I64,) if op in ("SumOp", "ProdOp") and acc_dtype == _U64 and signed else ())
 
 
 def _kernel_name(method: str, op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype,
@@ -202,10 +205,6 @@ def _plan(op: str, method: str, in_dtype: numpy.dtype, result_dtype: numpy.dtype
     if kind in "iu":
         return (in_dtype if in_dtype.kind in "biu" else result_dtype), _U64
     if op == "SumOp":
-        if result_dtype == _F64 and in_dtype == _F32 and method != "two_pass":
-            # The vector rungs add a word's four float32 in float32 before widening (see
-            # gk_word_acc): exact float64 sums need float64 input.
-            return _F64, _F64
         if result_dtype == _F64 and in_dtype.kind in "biuf":
             return in_dtype, _F64
         if result_dtype == _F32 and in_dtype == _F32 and method != "two_pass":
