@@ -64,6 +64,7 @@ def _check(operation, got, host, requested, axis, context):
                                   rtol=float(numpy.finfo(want.dtype).eps), err_msg=context)
 
 
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")  # NumPy warns as well
 @pytest.mark.parametrize("operation, dtype, requested", CASES,
                          ids=[f"{o}-{d.name}-{numpy.dtype(r).name if r else 'default'}"
                               for o, d, r in CASES])
