@@ -229,10 +229,10 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ceilings for the benchmark (not rungs): the row and column copies of the bandwidth study that
-// the naive kernels are measured against. Same access pattern as naive / naive_col, no transpose:
-// copy_row reads and writes along rows (the best a one-element-per-thread kernel can do), copy_col
-// reads and writes along columns. Contiguous rows x cols matrices only.
+// Reference copies for the benchmark (not rungs): the row and column copies of the bandwidth
+// study, launched in its 16 x 16 blocks. copy_row reads and writes along rows, copy_col along
+// columns. They show what one element per thread costs in either order; the naive rungs, whose
+// narrower blocks fill whole sectors, run faster than both. Contiguous rows x cols matrices only.
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index>
 __global__ void copy_row(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols) {

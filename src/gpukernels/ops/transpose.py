@@ -257,8 +257,9 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
 def copy_ceiling(x, kind: str = "row"):
     """Copy a C-contiguous 2-D array with the row- or column-order copy kernel (benchmark ceiling).
 
-    ``kind="row"`` reads and writes along rows, ``kind="col"`` along columns: the access patterns
-    of the two naive rungs without the transpose, i.e. the best those patterns can do.
+    ``kind="row"`` reads and writes along rows, ``kind="col"`` along columns, one element per
+    thread in the bandwidth study's 16 x 16 blocks: reference points for the naive rungs, not
+    bounds on them (the rungs' narrower blocks run faster; benchmarks/NOTES.md, item 19).
     """
     x = _device.as_device_array(x, "x")
     if x.ndim != 2 or not x.flags.c_contiguous:
