@@ -93,10 +93,18 @@ def test_every_transpose_rung_and_dtype_has_an_instance(rung):
 
 @pytest.mark.parametrize("rung", gk.methods("matmul"))
 def test_every_matmul_rung_and_dtype_has_an_instance(rung):
-    instances = _compile.FAMILIES["matmul.cu"].instances
-    assert set(matmul_mod.C_TYPES) == {numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)}
-    for dtype, ctype in matmul_mod.C_TYPES.items():
-        assert _has_instance(instances, f"matmul_{rung}", ctype), (rung, ctype)
+    # Every pair of input dtypes with a real result runs on some compiled instance of every rung,
+    # with either index width and either alignment.
+    instances = set(_compile.FAMILIES["matmul.cu"].instances)
+    for a_dtype, b_dtype in itertools.product(NUMERIC_DTYPES, repeat=2):
+        result = numpy.result_type(a_dtype, b_dtype)
+        if result.kind == "c":
+            continue
+        for K in (10, 2**32):
+            compute = matmul_mod._compute_dtype(result, K)
+            for index, aligned in itertools.product(("int", "long long"), (False, True)):
+                name = matmul_mod._kernel_name(rung, compute, index, aligned)
+                assert name in instances, (a_dtype, b_dtype, name)
 
 
 def _accepted_requests(operation):

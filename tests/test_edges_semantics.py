@@ -108,21 +108,17 @@ def small_integer_valued(shape, dtype, rng):
 
 @pytest.mark.parametrize("method", MATMUL_METHODS + ("auto",))
 def test_matmul_result_dtype_for_every_pair_of_dtypes(method, rng):
+    # Small integer values: every dtype holds them and every result is exact (float16 too).
     for a_dtype, b_dtype in itertools.product(ALL_DTYPES, repeat=2):
         a = small_integer_valued((3, 5), a_dtype, rng)
         b = small_integer_valued((5, 4), b_dtype, rng)
         want = numpy.matmul(a, b)
         context = f"{method} {a_dtype} @ {b_dtype} -> NumPy {want.dtype}"
-        if want.dtype in (numpy.float32, numpy.float64):
-            got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method)
-            assert got.dtype == want.dtype, context
-            numpy.testing.assert_array_equal(cupy.asnumpy(got), want, err_msg=context)
+        if want.dtype.kind == "c":  # no complex kernels: a TypeError that says so
+            with pytest.raises(TypeError, match="complex"):
+                gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method)
             continue
-        try:  # other result dtypes: NumPy's result exactly, or a TypeError naming the dtypes
-            got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method)
-        except TypeError as exc:
-            assert str(want.dtype) in str(exc) or str(a_dtype) in str(exc), (context, str(exc))
-            continue
+        got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method)
         assert got.dtype == want.dtype, context
         numpy.testing.assert_array_equal(cupy.asnumpy(got), want, err_msg=context)
 
@@ -130,14 +126,10 @@ def test_matmul_result_dtype_for_every_pair_of_dtypes(method, rng):
 @pytest.mark.parametrize("dtype", [numpy.int8, numpy.int32, numpy.int64, numpy.uint8,
                                    numpy.uint64], ids=dtype_id)
 @pytest.mark.parametrize("method", MATMUL_METHODS)
-def test_matmul_integer_products_wrap_like_numpy_or_raise_type_error(method, dtype, rng):
+def test_matmul_integer_products_wrap_like_numpy(method, dtype, rng):
     a = reference.random_array((7, 33), dtype, rng)  # the full range: products overflow
     b = reference.random_array((33, 5), dtype, rng)
-    try:
-        got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method)
-    except TypeError as exc:
-        assert "float32" in str(exc) or str(numpy.dtype(dtype)) in str(exc), str(exc)
-        return
+    got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method)
     want = numpy.matmul(a, b)
     assert got.dtype == want.dtype
     numpy.testing.assert_array_equal(cupy.asnumpy(got), want)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy
 import pytest
 
@@ -76,6 +78,35 @@ def test_matmul_matches_numpy(method, dtype, shapes, integer_valued, rng):
     assert_matmul_close(got, a, b, exact=integer_valued, context=context)
 
 
+# Sizes with whole interior tiles of every rung (up to 256x128) and edge tiles around them; K
+# with a partial last step; operands whose rows are 16-byte aligned (the 16-byte load paths) or
+# not, and views of wider buffers. (label, M, K, N, a columns slice, b columns slice)
+BLOCK_CASES = [
+    ("aligned", 515, 264, 389, None, None),
+    ("aligned-k-tail", 260, 260, 260, None, None),     # K % 8 == 4
+    ("aligned-views", 300, 258, 256, (260, 258), (260, 256)),  # K % 4 == 2, rows 16-byte aligned
+    ("unaligned", 513, 263, 385, None, None),
+    ("exact-tiles", 512, 256, 256, None, None),
+]
+
+
+@pytest.mark.parametrize("case", BLOCK_CASES, ids=[c[0] for c in BLOCK_CASES])
+@pytest.mark.parametrize("dtype", DTYPES + [numpy.dtype(numpy.int32)], ids=str)
+@pytest.mark.parametrize("method", METHODS)
+def test_matmul_interior_and_edge_blocks(method, dtype, case, rng):
+    label, M, K, N, a_cols, b_cols = case
+    a_base = reference.random_array((M, a_cols[0] if a_cols else K), dtype, rng,
+                                    integer_valued=True)
+    b_base = reference.random_array((K, b_cols[0] if b_cols else N), dtype, rng,
+                                    integer_valued=True)
+    a, b = a_base[:, :K], b_base[:, :N]
+    da, db = cupy.asarray(a_base)[:, :K], cupy.asarray(b_base)[:, :N]
+    out = poisoned((M, N), numpy.dtype(dtype))
+    got = gk.matmul(da, db, method=method, out=out)
+    want = numpy.matmul(a, b)
+    numpy.testing.assert_array_equal(cupy.asnumpy(got), want, err_msg=f"{method} {label}")
+
+
 # (name, a view, b view, a base shape, b base shape); the views are taken on NumPy and CuPy alike.
 VIEWS = [
     ("a-transposed", lambda xp, v: v.T, lambda xp, v: v, (37, 20), (37, 15)),
@@ -132,13 +163,55 @@ def test_matmul_float32_float64_random(rng):
         assert_matmul_close(got, a, b, context=method)
 
 
-@pytest.mark.parametrize("dtype", [numpy.int32, numpy.int64, numpy.uint8, numpy.bool_,
-                                   numpy.float16, numpy.complex64, numpy.complex128], ids=str)
+@pytest.mark.parametrize("dtype", [numpy.complex64, numpy.complex128], ids=str)
 @pytest.mark.parametrize("method", METHODS)
-def test_matmul_unsupported_dtypes_raise_type_error(method, dtype):
+def test_matmul_complex_raises_type_error(method, dtype):
     a = cupy.ones((4, 4), dtype=dtype)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="complex"):
         gk.matmul(a, a, method=method)
+
+
+INTEGER_DTYPES = [numpy.int8, numpy.int16, numpy.int32, numpy.int64, numpy.uint8, numpy.uint16,
+                  numpy.uint32, numpy.uint64]
+
+
+@pytest.mark.parametrize("shapes", [((31, 37), (37, 97)), ((129, 255), (255, 131)),
+                                    ((3, 33, 17), (17, 9)), ((7,), (7, 5)), ((0, 4), (4, 3)),
+                                    ((4, 0), (0, 3))], ids=pair_id)
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES + [numpy.bool_], ids=str)
+@pytest.mark.parametrize("method", METHODS)
+def test_matmul_integers_exact_with_numpy_wrap_around(method, dtype, shapes, rng):
+    # Full-range values: the products and sums overflow, and must wrap exactly as NumPy's do.
+    a_shape, b_shape = shapes
+    a = reference.random_array(a_shape, dtype, rng)
+    b = reference.random_array(b_shape, dtype, rng)
+    want = numpy.matmul(a, b)
+    out = poisoned(want.shape, want.dtype)
+    got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method, out=out)
+    assert got is out and got.dtype == want.dtype
+    numpy.testing.assert_array_equal(cupy.asnumpy(got), want)
+    got = gk.matmul(cupy.asarray(a).T.copy().T, cupy.asarray(b)[..., ::-1][..., ::-1],
+                    method=method)  # strided views of the same values
+    numpy.testing.assert_array_equal(cupy.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("shapes", [((31, 37), (37, 97)), ((255, 257), (257, 129)),
+                                    ((2, 1, 5, 7), (4, 7, 3)), ((64, 1000), (1000, 64))],
+                         ids=pair_id)
+@pytest.mark.parametrize("method", METHODS)
+def test_matmul_float16_accumulates_in_float32(method, shapes, rng):
+    a_shape, b_shape = shapes
+    a = reference.random_array(a_shape, numpy.float16, rng)
+    b = reference.random_array(b_shape, numpy.float16, rng)
+    got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method)
+    # One float32 accumulation, rounded once to float16: float32's bound plus the final rounding.
+    want = reference.matmul(a, b)
+    bound = reference.matmul_error_bound(a, b, numpy.float32) + \
+        numpy.finfo(numpy.float16).eps * numpy.abs(want)
+    got = cupy.asnumpy(got)
+    assert got.dtype == numpy.float16 and got.shape == want.shape
+    error = numpy.abs(got.astype(numpy.float64) - want)
+    assert (error <= bound).all(), f"max error {error.max():.3g}"
 
 
 @pytest.mark.parametrize("a_shape, b_shape", [((3, 4), (5, 6)), ((4,), (5,)), ((2, 3, 4), (3, 4, 5)),
@@ -237,17 +310,21 @@ def test_matmul_respects_current_stream(method, rng):
     numpy.testing.assert_array_equal(host, numpy.matmul(a.astype(numpy.float64), b))
 
 
-def test_tiled_matmul_keeps_two_blocks_per_sm():
+@pytest.mark.parametrize("method, blocks", [("tiled", 2), ("warp_tiled", 2), ("large_tile", 1)])
+def test_matmul_rungs_keep_their_blocks_per_sm(method, blocks):
     # The tiled rung relies on two resident 1024-thread blocks (each barrier idles the SM
-    # otherwise); it has no launch bounds forcing that, so check the compiler's register count.
+    # otherwise) and warp_tiled on two of 256 threads; neither forces that through launch bounds
+    # alone for every type, so check the compiler's register counts (4-byte types).
     from gpukernels.ops import matmul as matmul_op
 
     attributes = cupy.cuda.Device().attributes
-    if attributes["MaxThreadsPerMultiProcessor"] < 2 * matmul_op.TILE ** 2:
-        pytest.skip("this GPU holds one 1024-thread block per SM")
+    threads = math.prod(matmul_op._CONFIGS[method].block)
+    if attributes["MaxThreadsPerMultiProcessor"] < blocks * threads:
+        pytest.skip(f"this GPU holds fewer than {blocks} blocks of {threads} threads per SM")
     registers_per_sm = attributes["MaxRegistersPerMultiprocessor"]
-    for dtype in DTYPES:
+    for dtype in (numpy.dtype(numpy.float32), numpy.dtype(numpy.uint32)):
         for index in ("int", "long long"):
-            name = matmul_op._kernel_name("tiled", dtype, index)
-            regs = matmul_op.KERNELS.function(name).num_regs
-            assert 2 * matmul_op.TILE ** 2 * regs <= registers_per_sm, f"{name}: {regs} registers"
+            for aligned in ((False, True) if matmul_op._CONFIGS[method].aligned_flag else (False,)):
+                name = matmul_op._kernel_name(method, dtype, index, aligned)
+                regs = matmul_op.KERNELS.function(name).num_regs
+                assert blocks * threads * regs <= registers_per_sm, f"{name}: {regs} registers"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy
@@ -18,23 +19,60 @@ __all__ = ["matmul", "RUNGS", "KERNELS", "matmul_shapes"]
 RUNGS = register_ladder("matmul", (
     Rung("naive", "one thread per output element, operands read straight from global memory"),
     Rung("tiled", "32x32 tiles of A and B staged in shared memory: each load feeds 32 FMAs"),
+    Rung("blocked_1d", "64x64 tiles; each thread keeps 8 sums of one column in registers"),
+    Rung("blocked_2d", "128x128 tiles; 8x8 sums per thread, A transposed in shared memory, "
+                       "16-byte loads"),
+    Rung("warp_tiled", "blocked_2d arranged by warps (conflict-free shared loads), two stages "
+                       "in shared memory, one barrier per step, unchecked interior blocks"),
+    Rung("large_tile", "warp_tiled with 16x8 sums per thread and 256x128 tiles (4-byte types)"),
 ))
 
-#: dtypes with kernels; other inputs are promoted NumPy's way, and must land on one of these.
-C_TYPES = {numpy.dtype(numpy.float32): "float", numpy.dtype(numpy.float64): "double"}
+
+@dataclass(frozen=True)
+class _Config:
+    """How a rung is launched: threads per block, the tile of C a block computes, and whether
+    its kernel takes the ALIGNED template flag (16-byte accesses when the host checked them)."""
+
+    block: tuple[int, int, int]
+    tile: tuple[int, int]  # (rows, columns) of C
+    aligned_flag: bool = False
+    tile_8_byte: tuple[int, int] | None = None  # the tile for 8-byte types, where it differs
+
+    def tile_for(self, dtype: numpy.dtype) -> tuple[int, int]:
+        return self.tile_8_byte if self.tile_8_byte and dtype.itemsize == 8 else self.tile
+
+
 TILE = 32
-NAIVE_BLOCK = (32, 8)  # a warp spans 32 columns of C: coalesced reads of B, one A broadcast
+_CONFIGS = {
+    "naive": _Config((32, 8, 1), (8, 32)),  # a warp spans 32 columns of C: B coalesced, A broadcast
+    "tiled": _Config((TILE, TILE, 1), (TILE, TILE)),
+    "blocked_1d": _Config((512, 1, 1), (64, 64)),
+    "blocked_2d": _Config((256, 1, 1), (128, 128), aligned_flag=True),
+    "warp_tiled": _Config((256, 1, 1), (128, 128), aligned_flag=True),
+    "large_tile": _Config((256, 1, 1), (256, 128), aligned_flag=True, tile_8_byte=(128, 128)),
+}
+#: Threads of an edge tile form offsets up to this many rows or columns past each extent.
+_MARGIN = 256
+
+#: The kernels' element types. Every integer product runs on the unsigned type of its width
+#: (arithmetic modulo 2^32 or 2^64 is NumPy's wrap-around for signed types too).
+C_TYPES = {numpy.dtype(numpy.float32): "float", numpy.dtype(numpy.float64): "double",
+           numpy.dtype(numpy.uint32): "unsigned int", numpy.dtype(numpy.uint64): "unsigned long long"}
 
 
-def _kernel_name(method: str, dtype: numpy.dtype, index: str) -> str:
+def _kernel_name(method: str, dtype: numpy.dtype, index: str, aligned: bool = False) -> str:
+    args = [C_TYPES[dtype], index]
     if method == "tiled":
-        return f"matmul_tiled<{C_TYPES[dtype]}, {index}, {TILE}>"
-    return f"matmul_{method}<{C_TYPES[dtype]}, {index}>"
+        args.append(str(TILE))
+    if _CONFIGS[method].aligned_flag:
+        args.append("true" if aligned else "false")
+    return f"matmul_{method}<{', '.join(args)}>"
 
 
 KERNELS = _compile.register("matmul.cu", [
-    _kernel_name(rung.name, dtype, index)
+    _kernel_name(rung.name, dtype, index, aligned)
     for rung in RUNGS for dtype in C_TYPES for index in INDEX_SCALARS
+    for aligned in ((False, True) if _CONFIGS[rung.name].aligned_flag else (False,))
 ])
 
 
@@ -75,23 +113,55 @@ def _result_dtype(a_dtype: numpy.dtype, b_dtype: numpy.dtype) -> numpy.dtype:
         if dtype.kind not in "biufc":
             raise TypeError(f"matmul does not support dtype {dtype}")
     dtype = numpy.result_type(a_dtype, b_dtype)
-    if dtype not in C_TYPES:
+    if dtype.kind == "c":
         raise TypeError(
-            f"matmul has kernels for float32 and float64; inputs of {a_dtype} and {b_dtype} "
-            f"give {dtype}. Cast them first, e.g. a.astype(cupy.float32)."
+            f"matmul has no complex kernels; inputs of {a_dtype} and {b_dtype} give {dtype}"
         )
     return dtype
+
+
+def _compute_dtype(result: numpy.dtype, K: int) -> numpy.dtype:
+    """The kernels' element type for a result dtype.
+
+    float32 and float64 run as themselves; float16 runs in float32 (operands converted, the
+    result rounded once at the end); integers run modulo 2^32 or 2^64 on the unsigned type of
+    at least their width, which truncates to NumPy's wrap-around; bool counts the true terms.
+    """
+    if result.kind == "f":
+        return numpy.dtype(numpy.float64 if result.itemsize == 8 else numpy.float32)
+    if result.kind == "b":
+        return numpy.dtype(numpy.uint32 if K < 2**32 else numpy.uint64)
+    return numpy.dtype(numpy.uint64 if result.itemsize == 8 else numpy.uint32)
 
 
 def _stack(x, batch_shape, rows: int, cols: int, dtype: numpy.dtype):
     """``x`` as a (batch, rows, cols) view with element strides (copying only if needed)."""
     cupy = _device.cupy
+    if x.dtype != dtype and x.dtype.kind in "iu" and dtype.kind == "u" \
+            and x.dtype.itemsize == dtype.itemsize:
+        x = x.view(dtype)  # int32 -> uint32: the same bits, no copy
     x = x.astype(dtype, copy=False).reshape(x.shape[:-2] + (rows, cols))
     batch = math.prod(batch_shape)  # explicit: reshape cannot infer -1 when rows * cols == 0
     stacked = cupy.broadcast_to(x, batch_shape + (rows, cols)).reshape(batch, rows, cols)
     if any(s % stacked.itemsize for s in stacked.strides):
         stacked = cupy.ascontiguousarray(stacked)
     return stacked
+
+
+def _is_aligned(dtype: numpy.dtype, N: int, *stacks) -> bool:
+    """Whether the ALIGNED kernels may use 16-byte accesses on these (batch, rows, cols) stacks:
+    unit column strides, row and batch strides and N multiples of 16 bytes, 16-byte aligned data."""
+    vector = 16 // dtype.itemsize
+    for x in stacks:
+        batch_stride, row_stride, col_stride = (s // x.itemsize for s in x.strides)
+        if x.data.ptr % 16 or (col_stride != 1 and x.shape[2] > 1) \
+                or batch_stride % vector or row_stride % vector:
+            return False
+    return N % vector == 0
+
+
+def _auto(dtype: numpy.dtype) -> str:
+    return "large_tile"
 
 
 def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
@@ -103,7 +173,10 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
         Operands of shapes ``(..., M, K)`` and ``(..., K, N)``. A 1-D operand is promoted to a
         matrix (``(K,)`` -> ``(1, K)`` for ``a``, ``(K, 1)`` for ``b``) and the added axis is
         removed from the result; batch axes broadcast. The result dtype is NumPy's (e.g. float32
-        with float64 gives float64) and must be float32 or float64; ``K = 0`` gives zeros.
+        with float64 gives float64; int8 with int8 gives int8); ``K = 0`` gives zeros.
+        Floating-point products accumulate with one fused multiply-add per term (float16 in
+        float32, rounded once at the end); integer products are exact and wrap around like
+        NumPy's; bool gives True where some term is True. Complex dtypes are not supported.
     method : str, optional
         A rung of ``gpukernels.methods("matmul")``, or ``"auto"`` (the fastest).
     out : cupy.ndarray, optional
@@ -118,7 +191,7 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
     Raises
     ------
     TypeError
-        An operand is not a GPU array, or the result dtype has no kernel.
+        An operand is not a GPU array, or the result dtype has no kernel (complex).
     ValueError
         Shapes do not match NumPy's rules, operands are on different devices, ``out`` has the
         wrong shape, or ``method`` is unknown.
@@ -136,41 +209,59 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
     _device.check_same_device(("a", a), ("b", b))
     dtype = _result_dtype(a.dtype, b.dtype)
     batch_shape, M, K, N, out_shape = matmul_shapes(a.shape, b.shape)
-    method = resolve_method("matmul", method, auto="tiled")
+    method = resolve_method("matmul", method, auto=_auto(dtype))
+    compute = _compute_dtype(dtype, K)
     direct = out is not None and prepare_out(out, out_shape, dtype, a.device.id, (a, b))
 
     with a.device:
-        # 2. Allocate: the kernels write a C-contiguous (batch, M, N) stack.
+        # 2. Allocate: the kernels write a C-contiguous (batch, M, N) stack of `compute`, straight
+        # into the result when it has that layout (an integer result as its unsigned view).
         cupy = _device.cupy
         result = out if direct else cupy.empty(out_shape, dtype=dtype)
         if result.size == 0:
             return finish_out(result, out, direct)
-        a_stack = _stack(a, batch_shape, M, K, dtype)
-        b_stack = _stack(b, batch_shape, K, N, dtype)
+        in_place = dtype == compute or (dtype.kind in "iu" and dtype.itemsize == compute.itemsize)
+        if in_place:
+            c_stack = result.view(compute).reshape(-1, M, N)
+        else:
+            c_stack = cupy.empty((math.prod(batch_shape), M, N), dtype=compute)
+        a_stack = _stack(a, batch_shape, M, K, compute)
+        b_stack = _stack(b, batch_shape, K, N, compute)
         batch = a_stack.shape[0]
-        # Threads of an edge tile form offsets up to a tile beyond each extent (never used).
-        index = index_type(result.size, K, *(
-            span(s) + TILE * builtins.sum(abs(st) // s.itemsize for st in s.strides)
+        config = _CONFIGS[method]
+        aligned = config.aligned_flag and _is_aligned(compute, N, a_stack, b_stack, c_stack)
+        index = index_type(c_stack.size, K, *(
+            span(s) + _MARGIN * builtins.sum(abs(st) // s.itemsize for st in s.strides)
             for s in (a_stack, b_stack)))
         to_index = INDEX_SCALARS[index]
         strides = [to_index(s // a_stack.itemsize) for s in a_stack.strides + b_stack.strides]
 
-        # 3. Launch: one thread per element of C (row tiles in y, matrices in z). Problems past
+        # 3. Launch: column tiles of C in x, row tiles in y, matrices in z. Problems past
         # gridDim.y's or gridDim.z's 65535 go in several launches, over row ranges of one matrix
         # at a time when M needs it (C's batch stride is M * N inside the kernel).
-        kernel = KERNELS.function(_kernel_name(method, dtype, index))
-        block = (TILE, TILE, 1) if method == "tiled" else (*NAIVE_BLOCK, 1)
-        rows_per_launch = MAX_GRID_YZ * block[1]
-        flat_c = result.reshape(batch, M, N)
+        kernel = KERNELS.function(_kernel_name(method, compute, index, aligned))
+        tile_rows, tile_cols = config.tile_for(compute)
+        rows_per_launch = MAX_GRID_YZ * tile_rows
         if M <= rows_per_launch:
             chunks = [(a_stack[i:i + MAX_GRID_YZ], b_stack[i:i + MAX_GRID_YZ],
-                       flat_c[i:i + MAX_GRID_YZ], M) for i in range(0, batch, MAX_GRID_YZ)]
+                       c_stack[i:i + MAX_GRID_YZ], M) for i in range(0, batch, MAX_GRID_YZ)]
         else:
             chunks = [(a_stack[i:i + 1, r:r + rows_per_launch], b_stack[i:i + 1],
-                       flat_c[i:i + 1, r:r + rows_per_launch], builtins.min(rows_per_launch, M - r))
+                       c_stack[i:i + 1, r:r + rows_per_launch], builtins.min(rows_per_launch, M - r))
                       for i in range(batch) for r in range(0, M, rows_per_launch)]
         for a_part, b_part, c_part, rows in chunks:
-            grid = (ceil_div(N, block[0]), ceil_div(rows, block[1]), a_part.shape[0])
-            launch(kernel, grid, block, (a_part, b_part, c_part, to_index(rows), to_index(N),
-                                         to_index(K), to_index(a_part.shape[0]), *strides))
+            grid = (ceil_div(N, tile_cols), ceil_div(rows, tile_rows), a_part.shape[0])
+            launch(kernel, grid, config.block, (a_part, b_part, c_part, to_index(rows), to_index(N),
+                                                to_index(K), to_index(a_part.shape[0]), *strides))
+
+        # 4. Narrow: float16 results rounded once, integers truncated modulo 2^width (through
+        # the unsigned type of that width, a well-defined conversion), bool counts to truth.
+        if not in_place:
+            c = c_stack.reshape(out_shape)
+            if dtype.kind == "b":
+                cupy.not_equal(c, 0, out=result)
+            elif dtype.kind in "iu":
+                result[...] = c.astype(numpy.dtype(f"u{dtype.itemsize}")).view(dtype)
+            else:
+                result[...] = c
     return finish_out(result, out, direct)
