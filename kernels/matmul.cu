@@ -2,21 +2,25 @@
 //
 // Every rung has the same signature so one registry dispatches them by name:
 //
-//   matmul_<rung><T, Index>(A, B, C, M, N, K, batch,
-//                           a_batch_stride, a_row_stride, a_col_stride,
-//                           b_batch_stride, b_row_stride, b_col_stride)
+//   matmul_<rung><T, Index[, ...]>(A, B, C, M, N, K, batch,
+//                                 a_batch_stride, a_row_stride, a_col_stride,
+//                                 b_batch_stride, b_row_stride, b_col_stride)
 //
 // A and B may be any strided views (strides in elements; a batch stride of 0 broadcasts one
-// matrix over the stack); C is C-contiguous, shape (batch, M, N). Every product accumulates in T
-// with one fused multiply-add per term, in increasing k (integers: modular arithmetic in unsigned
-// 32- or 64-bit types, see gk_madd). Index is the type of all index arithmetic: `int` when the
-// host has checked that every offset fits in 31 bits, else `long long`.
+// matrix over the stack); C is C-contiguous, shape (batch, M, N). The SIMT rungs (1-6) accumulate
+// in T with one fused multiply-add per term, in increasing k (integers: modular arithmetic in
+// unsigned 32- or 64-bit types, see gk_madd); the tensor-core rung (7, matmul_tensor.cuh) takes
+// float16, or float32 as TF32, and accumulates in float32. Index is the type of all index
+// arithmetic: `int` when the host has checked that every offset fits in 31 bits, else
+// `long long`. Rungs with an ALIGNED flag use 16-byte accesses when the host has checked unit
+// column strides and 16-byte aligned rows.
 //
 // Grid mapping shared by all rungs: blockIdx.x walks column tiles of C, blockIdx.y row tiles and
 // blockIdx.z matrices. gridDim.y and gridDim.z stop at 65535: the host splits larger problems
 // into several launches. The kernels have no grid-stride loops: wrapping the k loop in loops over
 // rows and matrices cost the naive kernel 40% on an H100 (3.3 against 5.6 TFLOP/s).
 #include "common.cuh"
+#include "matmul_tensor.cuh"
 
 // gk_madd(a, b, acc) = acc + a * b: one fused multiply-add (a single rounding) for the floating
 // types; for the unsigned types that carry every integer product, arithmetic modulo 2^32 or 2^64,

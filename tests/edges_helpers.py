@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import sys
+
 import numpy
 import pytest
 
@@ -46,7 +48,9 @@ def reduction_methods() -> tuple[str, ...]:
 
 
 TRANSPOSE_METHODS = gk.methods("transpose")
-MATMUL_METHODS = gk.methods("matmul")
+#: The SIMT matmul rungs, which take every real dtype (the tensor-core rungs have their own tests).
+MATMUL_METHODS = tuple(m for m in gk.methods("matmul")
+                       if m not in sys.modules[gk.matmul.__module__].TENSOR_CORE_METHODS)
 REDUCE_METHODS = reduction_methods()
 
 

@@ -37,7 +37,7 @@ def call(op, x):
 
 @pytest.mark.parametrize("op, ladder", [
     ("transpose", ("naive", "naive_col", "shared", "vector")),
-    ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile")),
+    ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile", "mma")),
     ("reduce", ("two_pass", "shuffle", "one_pass")),
     ("sum", ("two_pass", "shuffle", "one_pass")),
     ("max", ("two_pass", "shuffle", "one_pass")),

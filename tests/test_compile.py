@@ -93,15 +93,17 @@ def test_every_transpose_rung_and_dtype_has_an_instance(rung):
 
 @pytest.mark.parametrize("rung", gk.methods("matmul"))
 def test_every_matmul_rung_and_dtype_has_an_instance(rung):
-    # Every pair of input dtypes with a real result runs on some compiled instance of every rung,
-    # with either index width and either alignment.
+    # Every pair of input dtypes with a real result (float16 or float32 for the tensor cores)
+    # runs on some compiled instance of every rung, with either index width and alignment.
     instances = set(_compile.FAMILIES["matmul.cu"].instances)
     for a_dtype, b_dtype in itertools.product(NUMERIC_DTYPES, repeat=2):
         result = numpy.result_type(a_dtype, b_dtype)
         if result.kind == "c":
             continue
+        if rung in matmul_mod.TENSOR_CORE_METHODS and result not in matmul_mod.TENSOR_CORE_C_TYPES:
+            continue  # the tensor cores take float16, and float32 as TF32
         for K in (10, 2**32):
-            compute = matmul_mod._compute_dtype(result, K)
+            compute = matmul_mod._compute_dtype(result, K, rung)
             for index, aligned in itertools.product(("int", "long long"), (False, True)):
                 name = matmul_mod._kernel_name(rung, compute, index, aligned)
                 assert name in instances, (a_dtype, b_dtype, name)

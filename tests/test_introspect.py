@@ -234,9 +234,9 @@ def test_describe_auto_and_arrays():
     x = cupy.ones((256, 512), dtype=cupy.float32)
     info = describe("transpose", "auto", x)
     assert info.method in ladder_methods("transpose") and "picks" in info.note
-    a, b = cupy.ones((64, 32), cupy.float32), cupy.ones((32, 16), cupy.float32)
+    a, b = cupy.ones((64, 32), cupy.float16), cupy.ones((32, 16), cupy.float16)
     matmul = describe("matmul", ladder_methods("matmul")[-1], a, b)
-    assert matmul.input == "64x32 float32 @ 32x16 float32"
+    assert matmul.input == "64x32 float16 @ 32x16 float16"
 
 
 @pytest.mark.gpu

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy
 import pytest
@@ -15,7 +16,10 @@ cupy = pytest.importorskip("cupy")
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("index_width")]
 
-METHODS = gk.methods("matmul") + ("auto",)
+#: The SIMT rungs, which take every real dtype; test_matmul_tensor.py covers the tensor cores.
+SIMT_METHODS = tuple(m for m in gk.methods("matmul")
+                     if m not in sys.modules[gk.matmul.__module__].TENSOR_CORE_METHODS)
+METHODS = SIMT_METHODS + ("auto",)
 DTYPES = [numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)]
 
 # (a shape, b shape); host references stay below ~512^3 multiply-adds.

@@ -79,7 +79,9 @@ def _add_bench(subparsers, reductions: tuple[str, ...]) -> None:
               "Defaults: 8191x8193 64x1024x1024, 4095x4097x4099, none. --shapes alone: none"))
     inputs.add_argument("--dtypes", nargs="+", metavar="DTYPE",
                         help=("dtypes to time. Defaults: int8 float16 float32 float64 "
-                              "(transpose), float32 (matmul), float32 int32 (reductions)"))
+                              "(transpose), float32 float16 tf32 (matmul; tf32: float32 data on the TF32 "
+                              "tensor cores, against cuBLAS TF32 through PyTorch), float32 int32 "
+                              "(reductions)"))
     inputs.add_argument("--methods", nargs="+", metavar="RUNG",
                         help=("rungs to time (default: every rung; see "
                               "'python -m gpukernels describe OP'); ceilings are always timed"))

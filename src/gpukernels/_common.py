@@ -180,7 +180,8 @@ def record_launches(*, dry_run: bool = False):
         _recorder.state = saved
 
 
-def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args: tuple) -> None:
+def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args: tuple,
+           shared_mem: int = 0) -> None:
     """Launch ``kernel`` on the current stream after checking the configuration against limits.
 
     A configuration the device cannot run raises ValueError here instead of failing inside CUDA
@@ -203,12 +204,12 @@ def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args
         )
     state = getattr(_recorder, "state", None)
     if state is not None:
-        state[0].append(LaunchRecord(kernel, tuple(grid), tuple(block)))
+        state[0].append(LaunchRecord(kernel, tuple(grid), tuple(block), shared_mem))
         if state[1]:
             return
     if _launched_ids is not None:
         _launched_ids.add(id(kernel))
-    kernel(grid, block, args)
+    kernel(grid, block, args, shared_mem=shared_mem)
 
 
 def prepare_out(out, shape: tuple[int, ...], dtype: numpy.dtype, device_id: int, inputs,

@@ -59,7 +59,7 @@ TRANSPOSE_SIZES = (1024, 2048, 4096, 8192, 16384)
 TRANSPOSE_DTYPES = ("int8", "float16", "float32", "float64")
 TRANSPOSE_SHAPES = ((8191, 8193), (64, 1024, 1024))
 MATMUL_SIZES = (512, 1024, 2048, 4096, 8192)
-MATMUL_DTYPES = ("float32",)
+MATMUL_DTYPES = ("float32", "float16", "tf32")
 MATMUL_SHAPES = ((4095, 4097, 4099),)
 REDUCE_SIZES = (2**16, 2**18, 2**20, 2**22, 2**24, 10**7, 2**26, 2**28)
 REDUCE_DTYPES = ("float32", "int32")
@@ -81,6 +81,7 @@ QUICK = {
 
 _COPY = "device copy"
 _CUBLAS = "cupy.matmul (cuBLAS)"
+_CUBLAS_TF32 = "torch.matmul TF32 (cuBLAS)"
 _CUPY_TRANSPOSE = "cupy.ascontiguousarray(x.T)"
 # Library reductions: the ceiling (CuPy, CUB underneath) and PyTorch's, by operation.
 _CUPY_REDUCTIONS = {"sum": "sum", "prod": "prod", "min": "min", "max": "max"}
@@ -250,18 +251,20 @@ def _time_call(fn: Callable[[], Any], timing: Timing, first_call_ms: float) -> t
 
 def _run_case(operation: str, shape: tuple, dtype: numpy.dtype, candidates: list[_Candidate],
               work: float, unit: str, timing: Timing, predictor: _Predictor, *, sweep: str,
-              notes: dict | None = None) -> list[Measurement]:
+              notes: dict | None = None, dtype_label: str | None = None) -> list[Measurement]:
     """Run, check and time every candidate of one case; ratios are to its first ceiling.
 
-    ``work`` is the case's GB (moved or read) or TFLOP; rate = work / seconds.
+    ``work`` is the case's GB (moved or read) or TFLOP; rate = work / seconds. ``dtype_label``
+    replaces the dtype's name in the rows (``"tf32"`` for float32 data on TF32 tensor cores).
     """
     rows = []
+    dtype_name = dtype_label or dtype.name
     for candidate in candidates:
-        row = Measurement(operation, candidate.method, tuple(shape), dtype.name, None,
+        row = Measurement(operation, candidate.method, tuple(shape), dtype_name, None,
                           float("nan"), float("nan"), unit, kind=candidate.kind,
                           notes=dict(notes or {}), sweep=sweep)
         rows.append(row)
-        key = (operation, candidate.method, dtype.name, sweep, repr(row.axis))
+        key = (operation, candidate.method, dtype_name, sweep, repr(row.axis))
         predicted = predictor.predict_ms(key, work)
         if predicted > timing.max_call_ms:
             row.status = "skipped"
@@ -389,45 +392,89 @@ def _plan_transpose(sizes, dtypes, methods, shapes, *, seed_copies: bool = False
 
 # --- matmul ------------------------------------------------------------------------------------------
 
-def _matmul_case(shape: tuple, dtype: numpy.dtype, methods: Sequence[str], timing: Timing,
+#: A matmul benchmark "dtype" that is float32 data multiplied on the TF32 tensor cores.
+TF32 = "tf32"
+
+
+def _torch_tf32_matmul(a, b):
+    """cuBLAS's TF32 product through PyTorch (CuPy offers no per-call switch), or None."""
+    torch = _torch()
+    if torch is None:
+        return None
+    ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+
+    def run():
+        allowed = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return _device.cupy.from_dlpack(torch.matmul(ta, tb))
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = allowed
+
+    return run
+
+
+def _matmul_case(shape: tuple, dtype_name: str, methods: Sequence[str], timing: Timing,
                  predictor: _Predictor, *, sweep: str, seed: int) -> list[Measurement]:
-    from .ops.matmul import matmul
+    from .ops.matmul import matmul, supports
 
     cupy = _device.cupy
+    precision = "tf32" if dtype_name == TF32 else "highest"
+    dtype = numpy.dtype(numpy.float32 if dtype_name == TF32 else dtype_name)
     m, k, n = shape
     a = _random((m, k), dtype, seed)
     b = _random((k, n), dtype, seed + 1)
     # The reference in float64 (cuBLAS), and the classic bound c * K * eps * (|a| @ |b|); float64
-    # inputs get twice the bound, since the reference then rounds like the result.
+    # inputs get twice the bound, since the reference then rounds like the result. float16 sums
+    # in float32 and rounds once; TF32 rounds each operand to 10 mantissa bits (2**-10 of |a||b|
+    # per term, allowed twice that).
     wide_a, wide_b = a.astype(numpy.float64), b.astype(numpy.float64)
     want = cupy.matmul(wide_a, wide_b)
-    eps = float(numpy.finfo(dtype).eps)
-    c = 4.0 if dtype.itemsize == 8 else 2.0
-    bound = (c * max(k, 1) * eps + eps) * cupy.matmul(cupy.abs(wide_a), cupy.abs(wide_b))
+    magnitude = cupy.matmul(cupy.abs(wide_a), cupy.abs(wide_b))
     del wide_a, wide_b
+    eps = float(numpy.finfo(dtype).eps)
+    eps32 = float(numpy.finfo(numpy.float32).eps)
+    if dtype == numpy.float16:
+        bound = 4.0 * max(k, 1) * eps32 * magnitude + eps * cupy.abs(want)
+    else:
+        c = 4.0 if dtype.itemsize == 8 else 2.0
+        bound = (c * max(k, 1) * eps + eps) * magnitude
+        if precision == "tf32":
+            bound += 2.0**-9 * magnitude
+    del magnitude
 
     def check(out) -> bool:
         return out.shape == want.shape and out.dtype == dtype and _within(out, want, bound)
 
-    candidates = [_Candidate(_CUBLAS, "ceiling", lambda: cupy.matmul(a, b), check)]
-    candidates += [_Candidate(meth, "rung", lambda meth=meth: matmul(a, b, method=meth), check)
-                   for meth in methods]
+    def rung(method):
+        def run():
+            if not supports(method, dtype, precision):
+                raise NotImplementedError(f"{method} does not compute {dtype_name} products")
+            return matmul(a, b, method=method, precision=precision)
+        return run
+
+    if precision == "tf32":
+        library = _torch_tf32_matmul(a, b)
+        candidates = [_Candidate(_CUBLAS_TF32, "ceiling", library, check)] if library else []
+    else:
+        candidates = [_Candidate(_CUBLAS, "ceiling", lambda: cupy.matmul(a, b), check)]
+    candidates += [_Candidate(meth, "rung", rung(meth), check) for meth in methods]
     return _run_case("matmul", shape, dtype, candidates, 2.0 * m * n * k / 1e12, "TFLOP/s",
-                     timing, predictor, sweep=sweep)
+                     timing, predictor, sweep=sweep, dtype_label=dtype_name)
 
 
 def _plan_matmul(sizes, dtypes, methods, shapes):
     rungs = _select_methods("matmul", methods)
     plan = []
     for dtype in dtypes:
-        dtype = numpy.dtype(dtype)
+        name = TF32 if str(dtype) == TF32 else numpy.dtype(dtype).name
         for shape, sweep in [((n, n, n), "size") for n in sorted(sizes)] + \
                 [(tuple(s), "odd") for s in shapes]:
             if len(shape) != 3:
                 raise ValueError(f"a matmul shape is (M, K, N); got {shape}")
-            label = f"matmul {'x'.join(map(str, shape))} {dtype.name}"
-            plan.append((label, lambda timing, predictor, seed, shape=shape, dtype=dtype,
-                         sweep=sweep: _matmul_case(shape, dtype, rungs, timing, predictor,
+            label = f"matmul {'x'.join(map(str, shape))} {name}"
+            plan.append((label, lambda timing, predictor, seed, shape=shape, name=name,
+                         sweep=sweep: _matmul_case(shape, name, rungs, timing, predictor,
                                                    sweep=sweep, seed=seed)))
     return plan
 
@@ -888,7 +935,7 @@ def main_job(operations: Iterable[str] = ("transpose", "matmul", "sum"), *, quic
     if "transpose" in operations:
         plan += _plan_transpose([], ["float32"], None, cases["transpose"], seed_copies=True)
     if "matmul" in operations:
-        plan += _plan_matmul([], ["float32"], None, cases["matmul"])
+        plan += _plan_matmul([], ["float32", "float16"], None, cases["matmul"])
     for operation in reductions:
         for shape, dtype in cases["reduce"]:
             plan += _plan_reduce([], [dtype], None, [operation], [shape], [], dtype,
@@ -907,8 +954,8 @@ def _numpy_checks(rows: list[Measurement]) -> None:
 
     verdicts: dict[tuple, Any] = {}
     for row in rows:
-        if row.kind != "rung" or row.status not in ("ok", "wrong"):
-            continue
+        if row.kind != "rung" or row.status not in ("ok", "wrong") or row.dtype == TF32:
+            continue  # (TF32 has its own bound, checked on the timed data only)
         key = (row.operation, row.method, row.dtype)
         if key not in verdicts:
             try:

@@ -198,7 +198,8 @@ def _comment_text(lines: list[str]) -> str:
 
 
 def rung_source(filename: str, function: str) -> tuple[str, str]:
-    """The header comment and the full source of the kernel ``function`` in ``kernels/filename``.
+    """The header comment and the full source of the kernel ``function`` in ``kernels/filename``
+    (or in a header it includes).
 
     Parameters
     ----------
@@ -226,7 +227,7 @@ def rung_source(filename: str, function: str) -> tuple[str, str]:
     >>> comment.splitlines()[0]
     'Rung 2 - tiled: the block computes a TILE x TILE tile of C. For each step along K it stages a'
     """
-    text = (_compile.kernel_dir() / filename).read_text()
+    text = _compile.load_source(filename)  # with its headers inlined
     match = re.search(r"__global__\b[^;{}]*?\b" + re.escape(function) + r"\s*\(", text)
     if match is None:
         raise LookupError(f"kernels/{filename} defines no __global__ function {function}")

@@ -13,7 +13,7 @@ from .. import _compile, _device
 from .._common import (INDEX_SCALARS, MAX_GRID_YZ, Rung, ceil_div, finish_out, index_type, launch,
                       prepare_out, register_ladder, resolve_method, span)
 
-__all__ = ["matmul", "RUNGS", "KERNELS", "matmul_shapes"]
+__all__ = ["matmul", "RUNGS", "KERNELS", "PRECISIONS", "matmul_shapes", "supports"]
 
 #: The ladder, bottom rung first.
 RUNGS = register_ladder("matmul", (
@@ -25,7 +25,15 @@ RUNGS = register_ladder("matmul", (
     Rung("warp_tiled", "blocked_2d arranged by warps (conflict-free shared loads), two stages "
                        "in shared memory, one barrier per step, unchecked interior blocks"),
     Rung("large_tile", "warp_tiled with 16x8 sums per thread and 256x128 tiles (4-byte types)"),
+    Rung("mma", "tensor cores (mma.sync, sm_80+): float16 in float32 sums; float32 as TF32, "
+                "only with precision='tf32'"),
 ))
+
+#: ``precision=`` values: "highest" computes in the result dtype (float16 in float32), "tf32"
+#: lets float32 products run on TF32 tensor cores (10-bit mantissa operands).
+PRECISIONS = ("highest", "tf32")
+TENSOR_CORE_METHODS = ("mma",)
+_TENSOR_CORE_CC = 80  # mma.sync with float16 / TF32 operands, ldmatrix, cp.async
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,7 @@ class _Config:
     tile: tuple[int, int]  # (rows, columns) of C
     aligned_flag: bool = False
     tile_8_byte: tuple[int, int] | None = None  # the tile for 8-byte types, where it differs
+    shared_mem: int = 0  # dynamic shared memory, bytes
 
     def tile_for(self, dtype: numpy.dtype) -> tuple[int, int]:
         return self.tile_8_byte if self.tile_8_byte and dtype.itemsize == 8 else self.tile
@@ -50,6 +59,7 @@ _CONFIGS = {
     "blocked_2d": _Config((256, 1, 1), (128, 128), aligned_flag=True),
     "warp_tiled": _Config((256, 1, 1), (128, 128), aligned_flag=True),
     "large_tile": _Config((256, 1, 1), (256, 128), aligned_flag=True, tile_8_byte=(128, 128)),
+    "mma": _Config((256, 1, 1), (128, 128), aligned_flag=True, shared_mem=65536),
 }
 #: Threads of an edge tile form offsets up to this many rows or columns past each extent.
 _MARGIN = 256
@@ -58,10 +68,13 @@ _MARGIN = 256
 #: (arithmetic modulo 2^32 or 2^64 is NumPy's wrap-around for signed types too).
 C_TYPES = {numpy.dtype(numpy.float32): "float", numpy.dtype(numpy.float64): "double",
            numpy.dtype(numpy.uint32): "unsigned int", numpy.dtype(numpy.uint64): "unsigned long long"}
+#: The tensor-core rung's types: float16 (float32 sums) and float32 (as TF32).
+TENSOR_CORE_C_TYPES = {numpy.dtype(numpy.float16): "gk_half", numpy.dtype(numpy.float32): "float"}
 
 
 def _kernel_name(method: str, dtype: numpy.dtype, index: str, aligned: bool = False) -> str:
-    args = [C_TYPES[dtype], index]
+    types = TENSOR_CORE_C_TYPES if method in TENSOR_CORE_METHODS else C_TYPES
+    args = [types[dtype], index]
     if method == "tiled":
         args.append(str(TILE))
     if _CONFIGS[method].aligned_flag:
@@ -71,7 +84,9 @@ def _kernel_name(method: str, dtype: numpy.dtype, index: str, aligned: bool = Fa
 
 KERNELS = _compile.register("matmul.cu", [
     _kernel_name(rung.name, dtype, index, aligned)
-    for rung in RUNGS for dtype in C_TYPES for index in INDEX_SCALARS
+    for rung in RUNGS
+    for dtype in (TENSOR_CORE_C_TYPES if rung.name in TENSOR_CORE_METHODS else C_TYPES)
+    for index in INDEX_SCALARS
     for aligned in ((False, True) if _CONFIGS[rung.name].aligned_flag else (False,))
 ])
 
@@ -120,18 +135,62 @@ def _result_dtype(a_dtype: numpy.dtype, b_dtype: numpy.dtype) -> numpy.dtype:
     return dtype
 
 
-def _compute_dtype(result: numpy.dtype, K: int) -> numpy.dtype:
+def _compute_dtype(result: numpy.dtype, K: int, method: str = "large_tile") -> numpy.dtype:
     """The kernels' element type for a result dtype.
 
-    float32 and float64 run as themselves; float16 runs in float32 (operands converted, the
-    result rounded once at the end); integers run modulo 2^32 or 2^64 on the unsigned type of
-    at least their width, which truncates to NumPy's wrap-around; bool counts the true terms.
+    float32 and float64 run as themselves; float16 runs as float16 on the tensor cores and in
+    float32 elsewhere (operands converted, the result rounded once at the end); integers run
+    modulo 2^32 or 2^64 on the unsigned type of at least their width, which truncates to NumPy's
+    wrap-around; bool counts the true terms.
     """
     if result.kind == "f":
+        if method in TENSOR_CORE_METHODS and result.itemsize == 2:
+            return result
         return numpy.dtype(numpy.float64 if result.itemsize == 8 else numpy.float32)
     if result.kind == "b":
         return numpy.dtype(numpy.uint32 if K < 2**32 else numpy.uint64)
     return numpy.dtype(numpy.uint64 if result.itemsize == 8 else numpy.uint32)
+
+
+def _has_tensor_cores(device) -> bool:
+    return int(device.compute_capability) >= _TENSOR_CORE_CC
+
+
+def _choose_method(method: object, dtype: numpy.dtype, precision: object, device) -> str:
+    """Resolve ``method`` and check it against the dtype and ``precision``."""
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    tensor_cores = _has_tensor_cores(device)
+    if precision == "tf32":
+        if dtype != numpy.float32:
+            raise ValueError(f"precision='tf32' applies to float32 products; this one is {dtype}")
+        auto = "mma"
+    else:
+        auto = "mma" if dtype == numpy.float16 and tensor_cores else "large_tile"
+    method = resolve_method("matmul", method, auto=auto)
+    if method in TENSOR_CORE_METHODS:
+        if dtype not in TENSOR_CORE_C_TYPES:
+            raise TypeError(f"the tensor-core rung {method!r} multiplies float16, or float32 as "
+                            f"TF32; the result dtype here is {dtype}")
+        if dtype == numpy.float32 and precision != "tf32":
+            raise ValueError(f"the tensor-core rung {method!r} computes float32 products in TF32 "
+                             "(10-bit mantissas): pass precision='tf32' to accept that accuracy")
+        if not tensor_cores:
+            raise ValueError(f"the tensor-core rung {method!r} needs compute capability 8.0 or "
+                             f"newer; GPU {device.id} has {device.compute_capability}")
+    elif precision == "tf32":
+        raise ValueError(f"precision='tf32' runs on the tensor-core rungs {TENSOR_CORE_METHODS}, "
+                         f"not on {method!r}")
+    return method
+
+
+def supports(method: str, dtype, precision: str = "highest") -> bool:
+    """Whether rung ``method`` computes results of ``dtype`` at ``precision`` on this device."""
+    try:
+        _choose_method(method, numpy.dtype(dtype), precision, _device.cupy.cuda.Device())
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _stack(x, batch_shape, rows: int, cols: int, dtype: numpy.dtype):
@@ -148,23 +207,30 @@ def _stack(x, batch_shape, rows: int, cols: int, dtype: numpy.dtype):
     return stacked
 
 
-def _is_aligned(dtype: numpy.dtype, N: int, *stacks) -> bool:
+def _is_aligned(dtype: numpy.dtype, N: int, operands, c_stack=None) -> bool:
     """Whether the ALIGNED kernels may use 16-byte accesses on these (batch, rows, cols) stacks:
-    unit column strides, row and batch strides and N multiples of 16 bytes, 16-byte aligned data."""
+    unit column strides, row and batch strides multiples of 16 bytes, 16-byte aligned data, and
+    (for ``c_stack``, written 16 bytes at a time) N a multiple of 16 bytes too."""
     vector = 16 // dtype.itemsize
-    for x in stacks:
+    for x in operands + ((c_stack,) if c_stack is not None else ()):
         batch_stride, row_stride, col_stride = (s // x.itemsize for s in x.strides)
         if x.data.ptr % 16 or (col_stride != 1 and x.shape[2] > 1) \
                 or batch_stride % vector or row_stride % vector:
             return False
-    return N % vector == 0
+    return c_stack is None or N % vector == 0
 
 
-def _auto(dtype: numpy.dtype) -> str:
-    return "large_tile"
+_SHARED_MEMORY_SET: set[int] = set()  # ids of kernels allowed their large dynamic shared memory
 
 
-def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
+def _allow_shared_memory(kernel, nbytes: int) -> None:
+    """Raise a kernel's dynamic shared-memory limit past the 48 KiB default (once per kernel)."""
+    if id(kernel) not in _SHARED_MEMORY_SET:
+        kernel.max_dynamic_shared_size_bytes = nbytes
+        _SHARED_MEMORY_SET.add(id(kernel))
+
+
+def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None, precision: str = "highest"):
     """Matrix product of two GPU arrays, with NumPy's ``matmul`` semantics.
 
     Parameters
@@ -178,10 +244,17 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
         float32, rounded once at the end); integer products are exact and wrap around like
         NumPy's; bool gives True where some term is True. Complex dtypes are not supported.
     method : str, optional
-        A rung of ``gpukernels.methods("matmul")``, or ``"auto"`` (the fastest).
+        A rung of ``gpukernels.methods("matmul")``, or ``"auto"``: the tensor cores for float16
+        on compute capability 8.0 and newer (and for ``precision="tf32"``), else the fastest
+        SIMT rung. The tensor-core rung ``"mma"`` takes float16, and float32 only as TF32.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; its dtype must be one the result
         casts to under NumPy's ``same_kind`` rule.
+    precision : {"highest", "tf32"}, optional
+        ``"highest"`` (default) computes in the result dtype (float16 in float32). ``"tf32"``
+        lets a float32 product run on the TF32 tensor cores: each operand is rounded to a
+        10-bit mantissa, so elements are accurate to about ``2**-10 * (|a| @ |b|)`` instead of
+        float32's ``K * 2**-24``. Never chosen unless asked for.
 
     Returns
     -------
@@ -191,10 +264,12 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
     Raises
     ------
     TypeError
-        An operand is not a GPU array, or the result dtype has no kernel (complex).
+        An operand is not a GPU array, or the result dtype has no kernel (complex; for the
+        tensor-core rung, anything but float16 and float32).
     ValueError
         Shapes do not match NumPy's rules, operands are on different devices, ``out`` has the
-        wrong shape, or ``method`` is unknown.
+        wrong shape, ``method`` is unknown or needs tensor cores this GPU lacks, or
+        ``precision`` does not apply (TF32 is for float32 products on the tensor cores).
 
     Examples
     --------
@@ -209,8 +284,8 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
     _device.check_same_device(("a", a), ("b", b))
     dtype = _result_dtype(a.dtype, b.dtype)
     batch_shape, M, K, N, out_shape = matmul_shapes(a.shape, b.shape)
-    method = resolve_method("matmul", method, auto=_auto(dtype))
-    compute = _compute_dtype(dtype, K)
+    method = _choose_method(method, dtype, precision, a.device)
+    compute = _compute_dtype(dtype, K, method)
     direct = out is not None and prepare_out(out, out_shape, dtype, a.device.id, (a, b))
 
     with a.device:
@@ -229,7 +304,8 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
         b_stack = _stack(b, batch_shape, K, N, compute)
         batch = a_stack.shape[0]
         config = _CONFIGS[method]
-        aligned = config.aligned_flag and _is_aligned(compute, N, a_stack, b_stack, c_stack)
+        aligned = config.aligned_flag and _is_aligned(
+            compute, N, (a_stack, b_stack), None if method in TENSOR_CORE_METHODS else c_stack)
         index = index_type(c_stack.size, K, *(
             span(s) + _MARGIN * builtins.sum(abs(st) // s.itemsize for st in s.strides)
             for s in (a_stack, b_stack)))
@@ -240,6 +316,8 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
         # gridDim.y's or gridDim.z's 65535 go in several launches, over row ranges of one matrix
         # at a time when M needs it (C's batch stride is M * N inside the kernel).
         kernel = KERNELS.function(_kernel_name(method, compute, index, aligned))
+        if config.shared_mem > 48 * 1024:
+            _allow_shared_memory(kernel, config.shared_mem)
         tile_rows, tile_cols = config.tile_for(compute)
         rows_per_launch = MAX_GRID_YZ * tile_rows
         if M <= rows_per_launch:
@@ -252,7 +330,8 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None):
         for a_part, b_part, c_part, rows in chunks:
             grid = (ceil_div(N, tile_cols), ceil_div(rows, tile_rows), a_part.shape[0])
             launch(kernel, grid, config.block, (a_part, b_part, c_part, to_index(rows), to_index(N),
-                                                to_index(K), to_index(a_part.shape[0]), *strides))
+                                                to_index(K), to_index(a_part.shape[0]), *strides),
+                   shared_mem=config.shared_mem)
 
         # 4. Narrow: float16 results rounded once, integers truncated modulo 2^width (through
         # the unsigned type of that width, a well-defined conversion), bool counts to truth.
