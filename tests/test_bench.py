@@ -417,8 +417,18 @@ def test_bench_matmul_small():
     result = benchmark.bench_matmul(sizes=(64, 128), shapes=[(63, 65, 67)], timing=FAST,
                                     progress=False)
     assert not result.wrong
-    assert_case_complete(result, MATMUL_RUNGS, "cupy.matmul (cuBLAS)")
+    assert {r.dtype for r in result} == {"float32", "float16", "tf32"}
+    assert_case_complete([r for r in result if r.dtype != "tf32"], MATMUL_RUNGS,
+                         "cupy.matmul (cuBLAS)")
     assert all(r.unit == "TFLOP/s" for r in result)
+    # Rungs that do not compute a dtype say so; TF32 runs on the tensor cores only.
+    for r in result:
+        tensor = r.method in ("mma",)
+        if r.kind == "rung" and (r.dtype == "tf32") != tensor and r.dtype != "float16":
+            assert r.status == "not supported", r
+    if benchmark._torch() is not None:
+        assert_case_complete([r for r in result if r.dtype == "tf32"], ("mma",),
+                             "torch.matmul TF32 (cuBLAS)")
 
 
 @pytest.mark.gpu
@@ -479,10 +489,11 @@ def test_failures_are_recorded_not_raised(monkeypatch):
 def test_slow_rungs_are_skipped():
     timing = Timing(repeat=2, warmup=0, max_seconds=0.01, max_call_ms=0.0)
     result = benchmark.bench_matmul(sizes=(32, 64), shapes=(), timing=timing, progress=False)
-    second = [r for r in result if r.shape == (64, 64, 64)]
+    runs = [r for r in result if r.status != "not supported"]  # (rungs without the dtype)
+    second = [r for r in runs if r.shape == (64, 64, 64)]
     assert {r.status for r in second} == {"skipped"}
     assert "predicted" in second[0].notes["reason"]
-    assert all(r.status == "ok" for r in result if r.shape == (32, 32, 32))
+    assert all(r.status == "ok" for r in runs if r.shape == (32, 32, 32))
 
 
 @pytest.mark.gpu

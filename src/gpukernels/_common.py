@@ -209,7 +209,10 @@ def launch(kernel, grid: tuple[int, int, int], block: tuple[int, int, int], args
             return
     if _launched_ids is not None:
         _launched_ids.add(id(kernel))
-    kernel(grid, block, args, shared_mem=shared_mem)
+    if shared_mem:
+        kernel(grid, block, args, shared_mem=shared_mem)
+    else:
+        kernel(grid, block, args)
 
 
 def prepare_out(out, shape: tuple[int, ...], dtype: numpy.dtype, device_id: int, inputs,

@@ -197,6 +197,9 @@ def _comment_text(lines: list[str]) -> str:
     return "\n".join(body)
 
 
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"', re.MULTILINE)
+
+
 def rung_source(filename: str, function: str) -> tuple[str, str]:
     """The header comment and the full source of the kernel ``function`` in ``kernels/filename``
     (or in a header it includes).
@@ -227,8 +230,16 @@ def rung_source(filename: str, function: str) -> tuple[str, str]:
     >>> comment.splitlines()[0]
     'Rung 2 - tiled: the block computes a TILE x TILE tile of C. For each step along K it stages a'
     """
-    text = _compile.load_source(filename)  # with its headers inlined
-    match = re.search(r"__global__\b[^;{}]*?\b" + re.escape(function) + r"\s*\(", text)
+    pattern = r"__global__\b[^;{}]*?\b" + re.escape(function) + r"\s*\("
+    text = (_compile.kernel_dir() / filename).read_text()
+    match = re.search(pattern, text)
+    if match is None and _INCLUDE.search(text):  # a kernel in a header the file includes
+        try:
+            text = _compile.load_source(filename)
+        except OSError:  # a header that is not there defines nothing
+            pass
+        else:
+            match = re.search(pattern, text)
     if match is None:
         raise LookupError(f"kernels/{filename} defines no __global__ function {function}")
     params_end = _matching(text, match.end() - 1, "(", ")")
@@ -755,8 +766,8 @@ def describe(operation: str, method: str | None = None, *inputs: Any, shape=None
         info = _base_info(operation, rung, ladder)
         try:
             launches = _launch_infos(_dry_run(function, inputs, rung.name, kwargs))
-        except NotImplementedError as exc:
-            if method is not None:
+        except (NotImplementedError, TypeError, ValueError) as exc:
+            if method is not None:  # (a rung that refuses the input's dtype: TypeError/ValueError)
                 raise
             infos.append(_with(info, input=label, note=f"not supported: {exc}"))
             continue
