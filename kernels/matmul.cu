@@ -166,6 +166,7 @@ __global__ void matmul_tiled(const T* __restrict__ A, const T* __restrict__ B, T
 // broadcasts, and each barrier now covers 8 FMAs per thread and k instead of 1.
 // The 64x8 tile of A and the 8x64 tile of B take one element per thread each; as in the tiled
 // rung, interior blocks skip the bounds checks on every full step of K.
+// Measured (H200, 4096^3 float32): 15.0 TFLOP/s, 0.30 of cuBLAS (tiled: 8.8, 0.17).
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index>
 __global__ void __launch_bounds__(512)
@@ -288,6 +289,7 @@ struct gk_stage {
 // as 16-byte loads (two per operand and k), and global loads are 16 bytes wide when the host has
 // checked the alignment (ALIGNED). The B loads of a warp are spread over 512 bytes (16 threads,
 // 32 bytes each), twice the width the hardware serves at once: the next rung removes that.
+// Measured (H200, 4096^3 float32): 34.8 TFLOP/s, 0.68 of cuBLAS.
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index, bool ALIGNED>
 __global__ void __launch_bounds__(256)
@@ -453,6 +455,7 @@ __device__ __forceinline__ void gk_warp_tiled_block(
 //   blocks on the edge of C run a separate, fully checked copy of it, so the checks cost the
 //   interior neither instructions nor registers. Two blocks fit per SM (128 registers) for
 //   4-byte types.
+// Measured (H200, 4096^3 float32): 40.5 TFLOP/s, 0.80 of cuBLAS.
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index, bool ALIGNED>
 __global__ void __launch_bounds__(256, 8 / sizeof(T))
@@ -485,6 +488,8 @@ __global__ void __launch_bounds__(256, 8 / sizeof(T))
 // twice the FMAs along one side. It takes about 230 registers, so one block of 8 warps runs per
 // SM; the extra independent FMAs per warp hide latency that the second block hid before.
 // 8-byte types keep 8x8 sums (16x8 would need 512 registers): for them this is warp_tiled.
+// Measured (H200, float32): 0.90 of cuBLAS at 4096^3 (45.9 TFLOP/s), 0.92 at 8192^3, 0.83 at
+// 4095x4097x4099; below about one tile per SM warp_tiled is faster (benchmarks/NOTES.md 22).
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index, bool ALIGNED>
 __global__ void __launch_bounds__(256, 1)

@@ -479,6 +479,8 @@ __device__ __forceinline__ void gk_mma_generic_loop(float (&acc)[4][4][4],
 // against about K * 2^-24 for a float32 FMA loop. Tests need a TF32 tolerance.
 // Accumulation order is fixed (K in increasing 16- or 8-wide steps; no atomics, no split-K),
 // so results are bitwise reproducible on one GPU model. Launch: see the contract at the top.
+// Measured (H200): float16 0.42 (4096^3) and 0.49 (8192^3) of cuBLAS, 1.03 at 4095x4097x4099;
+// TF32 0.33-0.36 of cuBLAS TF32. cuBLAS uses Hopper's wgmma, which mma.sync cannot reach.
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index, bool ALIGNED>
 __global__ void __launch_bounds__(GK_MMA_THREADS, 2)
