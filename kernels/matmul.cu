@@ -442,6 +442,32 @@ __device__ __forceinline__ void gk_warp_tiled_block(
     }
 }
 
+// The body of the warp-tiled kernels: the block's matrix, then the interior or the edge copy of
+// the loop, both on the kernel's two stages of shared memory.
+template <typename T, typename Index, bool ALIGNED, int TM>
+__device__ __forceinline__ void gk_warp_tiled_kernel(const T* __restrict__ A, const T* __restrict__ B,
+                                                     T* __restrict__ C, Index M, Index N, Index K,
+                                                     Index a_batch_stride, Index a_row_stride,
+                                                     Index a_col_stride, Index b_batch_stride,
+                                                     Index b_row_stride, Index b_col_stride) {
+    constexpr int BM = 16 * TM, BN = 128;
+    __shared__ alignas(16) T a_tile[2][8][BM + 4];  // two stages of gk_stage's layout
+    __shared__ alignas(16) T b_tile[2][8][BN];
+    const Index b = blockIdx.z;
+    const Index m0 = (Index)blockIdx.y * BM, n0 = (Index)blockIdx.x * BN;
+    A += b * a_batch_stride;
+    B += b * b_batch_stride;
+    C += b * M * N;
+    if (m0 + BM <= M && n0 + BN <= N)
+        gk_warp_tiled_block<T, Index, ALIGNED, TM, false>(A, B, C, M, N, K, a_row_stride,
+                                                           a_col_stride, b_row_stride,
+                                                           b_col_stride, m0, n0, a_tile, b_tile);
+    else
+        gk_warp_tiled_block<T, Index, ALIGNED, TM, true>(A, B, C, M, N, K, a_row_stride,
+                                                          a_col_stride, b_row_stride, b_col_stride,
+                                                          m0, n0, a_tile, b_tile);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rung 5 - warp_tiled: the same 128x128 tile and 8x8 sums per thread, arranged for the hardware.
 // * Warp tiling: the 8 warps split the tile 2 x 4 into 64x32 sub-tiles, and each thread's 8x8
@@ -463,22 +489,9 @@ __global__ void __launch_bounds__(256, 8 / sizeof(T))
                       Index N, Index K, Index batch, Index a_batch_stride, Index a_row_stride,
                       Index a_col_stride, Index b_batch_stride, Index b_row_stride,
                       Index b_col_stride) {
-    constexpr int TM = 8, BM = 16 * TM, BN = 128;
-    __shared__ alignas(16) T a_tile[2][8][BM + 4];  // two stages of gk_stage's layout
-    __shared__ alignas(16) T b_tile[2][8][BN];
-    const Index b = blockIdx.z;
-    const Index m0 = (Index)blockIdx.y * BM, n0 = (Index)blockIdx.x * BN;
-    A += b * a_batch_stride;
-    B += b * b_batch_stride;
-    C += b * M * N;
-    if (m0 + BM <= M && n0 + BN <= N)
-        gk_warp_tiled_block<T, Index, ALIGNED, TM, false>(A, B, C, M, N, K, a_row_stride,
-                                                           a_col_stride, b_row_stride,
-                                                           b_col_stride, m0, n0, a_tile, b_tile);
-    else
-        gk_warp_tiled_block<T, Index, ALIGNED, TM, true>(A, B, C, M, N, K, a_row_stride,
-                                                          a_col_stride, b_row_stride, b_col_stride,
-                                                          m0, n0, a_tile, b_tile);
+    gk_warp_tiled_kernel<T, Index, ALIGNED, 8>(A, B, C, M, N, K, a_batch_stride, a_row_stride,
+                                               a_col_stride, b_batch_stride, b_row_stride,
+                                               b_col_stride);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,20 +510,7 @@ __global__ void __launch_bounds__(256, 1)
                       Index N, Index K, Index batch, Index a_batch_stride, Index a_row_stride,
                       Index a_col_stride, Index b_batch_stride, Index b_row_stride,
                       Index b_col_stride) {
-    constexpr int TM = sizeof(T) == 4 ? 16 : 8, BM = 16 * TM, BN = 128;
-    __shared__ alignas(16) T a_tile[2][8][BM + 4];  // two stages of gk_stage's layout
-    __shared__ alignas(16) T b_tile[2][8][BN];
-    const Index b = blockIdx.z;
-    const Index m0 = (Index)blockIdx.y * BM, n0 = (Index)blockIdx.x * BN;
-    A += b * a_batch_stride;
-    B += b * b_batch_stride;
-    C += b * M * N;
-    if (m0 + BM <= M && n0 + BN <= N)
-        gk_warp_tiled_block<T, Index, ALIGNED, TM, false>(A, B, C, M, N, K, a_row_stride,
-                                                           a_col_stride, b_row_stride,
-                                                           b_col_stride, m0, n0, a_tile, b_tile);
-    else
-        gk_warp_tiled_block<T, Index, ALIGNED, TM, true>(A, B, C, M, N, K, a_row_stride,
-                                                          a_col_stride, b_row_stride, b_col_stride,
-                                                          m0, n0, a_tile, b_tile);
+    gk_warp_tiled_kernel<T, Index, ALIGNED, sizeof(T) == 4 ? 16 : 8>(
+        A, B, C, M, N, K, a_batch_stride, a_row_stride, a_col_stride, b_batch_stride,
+        b_row_stride, b_col_stride);
 }
