@@ -446,12 +446,13 @@ def _matmul_case(shape: tuple, dtype_name: str, methods: Sequence[str], timing: 
     def check(out) -> bool:
         return out.shape == want.shape and out.dtype == dtype and _within(out, want, bound)
 
-    def rung(method):
-        def run():
-            if not supports(method, dtype, precision):
-                raise NotImplementedError(f"{method} does not compute {dtype_name} products")
-            return matmul(a, b, method=method, precision=precision)
-        return run
+    def rung(method):  # (support is decided here, outside the timed calls)
+        if supports(method, dtype, precision):
+            return lambda: matmul(a, b, method=method, precision=precision)
+
+        def unsupported():
+            raise NotImplementedError(f"{method} does not compute {dtype_name} products")
+        return unsupported
 
     if precision == "tf32":
         library = _torch_tf32_matmul(a, b)

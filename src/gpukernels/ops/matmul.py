@@ -135,8 +135,8 @@ def _result_dtype(a_dtype: numpy.dtype, b_dtype: numpy.dtype) -> numpy.dtype:
     return dtype
 
 
-def _compute_dtype(result: numpy.dtype, K: int, method: str = "large_tile") -> numpy.dtype:
-    """The kernels' element type for a result dtype.
+def _compute_dtype(result: numpy.dtype, K: int, method: str) -> numpy.dtype:
+    """The kernels' element type for a result dtype, on rung ``method``.
 
     float32 and float64 run as themselves; float16 runs as float16 on the tensor cores and in
     float32 elsewhere (operands converted, the result rounded once at the end); integers run
