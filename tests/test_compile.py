@@ -16,6 +16,7 @@ import numpy
 import pytest
 
 import gpukernels as gk
+import gpukernels.benchmark  # noqa: F401  (registers timing.cu, the benchmark's hold kernel)
 from gpukernels import _compile
 
 pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
@@ -26,7 +27,7 @@ matmul_mod = sys.modules[gk.matmul.__module__]
 reduction_mod = sys.modules[gk.sum.__module__]
 
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_120")
-FAMILY_NAMES = ("transpose.cu", "matmul.cu", "reduce.cu", "reduce_axis.cu")
+FAMILY_NAMES = ("transpose.cu", "matmul.cu", "reduce.cu", "reduce_axis.cu", "timing.cu")
 
 NUMERIC_DTYPES = [numpy.dtype(c) for c in "?bhilqBHILQefdFD"]
 SUM_REQUESTS = [None, numpy.int32, numpy.int64, numpy.uint8, numpy.float16, numpy.float32,

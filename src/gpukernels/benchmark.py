@@ -4,8 +4,10 @@ A *case* is one input: a shape, a dtype and, for reductions, an axis. For each c
 allocated once; then every *candidate* (each rung of the operation's ladder, found at run time
 with :func:`gpukernels.methods`, plus the ceiling and the library equivalents) runs once, its
 output is checked on the device against an independent result on the same data, and then it is
-timed with :func:`cupyx.profiler.benchmark` (CUDA events, warm-up, median). A rung that is fast
-but wrong is flagged, never hidden.
+timed over CUDA events (warm-up, medians) twice: one call as :func:`cupyx.profiler.benchmark`
+times it, the host's time before the launch included (``call ms``), and its device work alone,
+the stream held while the host enqueues it (``time ms``, which the rates and ratios use; see
+:class:`_StreamHold`). A rung that is fast but wrong is flagged, never hidden.
 
 =========  ==========================================  =========================================
 family     ceiling (ratios are to this)                library equivalents, same run
@@ -45,7 +47,7 @@ from typing import Any
 
 import numpy
 
-from . import _device
+from . import _compile, _device
 from .introspect import ladder_methods, operation_function, reduction_operations
 
 __all__ = ["Measurement", "Timing", "BenchResult", "bench", "bench_transpose", "bench_matmul",
@@ -108,7 +110,8 @@ class Measurement:
         Whether the output matched the independent result on the same data; None when not
         checked (the copy ceiling, or a candidate that did not run).
     time_ms : float
-        Median time of one call (NaN when it did not run).
+        Median device time of one call, the host's time before its launch hidden (NaN when it
+        did not run); ``notes["call_ms"]`` is the median of one call with that host time.
     rate : float
         GB/s or TFLOP/s (see ``unit``).
     unit : str
@@ -120,8 +123,9 @@ class Measurement:
     kind : str
         ``"rung"``, ``"ceiling"`` or ``"library"``.
     notes : dict
-        Extra facts: ``axis`` for reductions, ``runs`` (timed calls), ``min_ms``, the reason a
-        candidate was skipped or failed.
+        Extra facts: ``axis`` for reductions, ``runs`` (timed calls), ``min_ms``, ``call_ms``,
+        ``held`` (False when the call waits on the device, so ``time_ms`` is per call), the
+        reason a candidate was skipped or failed.
     status : str
         ``"ok"``, ``"wrong"``, ``"not supported"`` (it raised NotImplementedError),
         ``"skipped"`` (predicted too slow) or ``"error"`` (any other exception).
@@ -171,6 +175,11 @@ class Measurement:
             return (m * k + k * n) * itemsize
         return math.prod(self.shape) * itemsize
 
+    @property
+    def call_ms(self) -> float:
+        """Median time of one call from Python, the host's time before its launch included."""
+        return float(self.notes.get("call_ms", float("nan")))
+
 
 def _family(operation: str) -> str:
     return "reduce" if operation in _CUPY_REDUCTIONS else operation
@@ -183,7 +192,9 @@ class Timing:
     Parameters
     ----------
     repeat : int
-        Timed calls at most (the median is reported).
+        Held timings at most (the median is the reported time; see :func:`_time_call`).
+    call_repeat : int
+        Timed single calls at most, host time included (their median is ``notes["call_ms"]``).
     warmup : int
         Untimed calls first; one when a single call takes longer than 20 ms.
     max_seconds : float
@@ -197,16 +208,17 @@ class Timing:
     --------
     >>> from gpukernels.benchmark import Timing
     >>> Timing(repeat=20, max_seconds=0.1)
-    Timing(repeat=20, warmup=3, max_seconds=0.1, max_call_ms=1000.0)
+    Timing(repeat=20, call_repeat=20, warmup=3, max_seconds=0.1, max_call_ms=1000.0)
     """
 
     repeat: int = 200
+    call_repeat: int = 20
     warmup: int = 3
     max_seconds: float = 0.5
     max_call_ms: float = 1000.0
 
 
-QUICK_TIMING = Timing(repeat=10, warmup=1, max_seconds=0.05)
+QUICK_TIMING = Timing(repeat=10, call_repeat=5, warmup=1, max_seconds=0.05)
 
 
 @dataclass
@@ -238,15 +250,84 @@ def _synchronize() -> None:
     _device.cupy.cuda.Device().synchronize()
 
 
+# The hold kernel (kernels/timing.cu): compiled on first use, not at import.
+TIMING_KERNELS = _compile.register("timing.cu", ["gk_hold_stream"])
+_HOLD_TIMEOUT_NS = 200_000_000  # 0.2 s: far beyond any host enqueue time
+
+
+class _StreamHold:
+    """Device time of a call, its host time hidden: the stream waits on a flag while it enqueues.
+
+    :func:`cupyx.profiler.benchmark` records its start event and then calls the function; on
+    an idle GPU the event completes at once, so the call's host time before its first launch
+    is counted as device time. Here a kernel that spins on a flag in pinned host memory runs
+    first: the start event, the call's work and the end event queue behind it, and the flag is
+    released only after the call returned. The events then time the work on the stream alone,
+    including the gaps between its launches (nvbench's method).
+    """
+
+    def __init__(self) -> None:
+        cupy = _device.cupy
+        self._memory = cupy.cuda.alloc_pinned_memory(8)  # mapped: the device reads it directly
+        self._flags = numpy.frombuffer(self._memory, numpy.int32, 2)
+        self._kernel = TIMING_KERNELS.function("gk_hold_stream")
+        self._start, self._end = cupy.cuda.Event(), cupy.cuda.Event()
+
+    def time_ms(self, fn: Callable[[], Any]) -> float | None:
+        """Milliseconds of ``fn``'s device work, or None if the call waited on the device."""
+        cupy = _device.cupy
+        self._flags[:] = 0
+        self._kernel((1,), (1,), (numpy.uint64(self._memory.ptr), numpy.uint64(_HOLD_TIMEOUT_NS)))
+        self._start.record()
+        fn()
+        self._end.record()
+        self._flags[0] = 1
+        self._end.synchronize()
+        if self._flags[1]:
+            return None  # the hold gave up: fn synchronised, so its time is not a held time
+        return cupy.cuda.get_elapsed_time(self._start, self._end)
+
+
+_HOLDS: dict[int, _StreamHold] = {}
+
+
+def _stream_hold() -> _StreamHold:
+    device = _device.cupy.cuda.runtime.getDevice()
+    hold = _HOLDS.get(device)
+    if hold is None:
+        hold = _HOLDS[device] = _StreamHold()
+    return hold
+
+
 def _time_call(fn: Callable[[], Any], timing: Timing, first_call_ms: float) -> tuple[float, dict]:
-    """Median seconds of ``fn()`` over CUDA events, and notes on the timing."""
+    """Median seconds of ``fn()``'s device work, and notes on the timing.
+
+    Two measurements over CUDA events, medians of each: ``call_ms``, one call as
+    :func:`cupyx.profiler.benchmark` times it (the host's time before the launch included: what
+    a single call costs from Python), and the held time (see :class:`_StreamHold`), which the
+    rates and ratios use. If the call waits on the device itself, the per-call time is used
+    and ``notes["held"]`` is False.
+    """
     from cupyx.profiler import benchmark
 
     warmup = timing.warmup if first_call_ms < 20 else min(timing.warmup, 1)
-    result = benchmark(fn, (), n_repeat=max(1, timing.repeat), n_warmup=warmup,
+    result = benchmark(fn, (), n_repeat=max(1, timing.call_repeat), n_warmup=warmup,
                        max_duration=timing.max_seconds)
-    times = numpy.asarray(result.gpu_times[0])
-    return float(numpy.median(times)), {"runs": int(times.size), "min_ms": float(times.min() * 1e3)}
+    call_times = numpy.asarray(result.gpu_times[0])
+    notes = {"call_ms": float(numpy.median(call_times) * 1e3)}
+    hold = _stream_hold()
+    held: list[float] = []
+    deadline = time.perf_counter() + timing.max_seconds
+    while len(held) < max(1, timing.repeat) and (not held or time.perf_counter() < deadline):
+        ms = hold.time_ms(fn)
+        if ms is None:  # fn waited on the device: only the per-call time is meaningful
+            notes.update(held=False, runs=int(call_times.size),
+                         min_ms=float(call_times.min() * 1e3))
+            return float(numpy.median(call_times)), notes
+        held.append(ms)
+    times = numpy.asarray(held) / 1e3
+    notes.update(held=True, runs=int(times.size), min_ms=float(times.min() * 1e3))
+    return float(numpy.median(times)), notes
 
 
 def _run_case(operation: str, shape: tuple, dtype: numpy.dtype, candidates: list[_Candidate],
@@ -1204,8 +1285,8 @@ class BenchResult:
         printer.text(repr(self) if cycle else str(self))
 
     def _repr_html_(self) -> str:
-        columns = ["operation", "method", "shape", "dtype", "check", "time (ms)", "rate",
-                   "x ceiling"]
+        columns = ["operation", "method", "shape", "dtype", "check", "time (ms)", "call (ms)",
+                   "rate", "x ceiling"]
         head = "".join(f"<th style='text-align:{'left' if i < 5 else 'right'}'>{c}</th>"
                        for i, c in enumerate(columns))
         body = []
@@ -1229,12 +1310,15 @@ class BenchResult:
                          f"{width:.0f}%,transparent {width:.0f}%);padding:0 4px'>"
                          f"{row.ratio:.3f}</div>")
             time_ms = f"{row.time_ms:.3f}" if math.isfinite(row.time_ms) else ""
+            call_ms = f"{row.call_ms:.3f}" if math.isfinite(row.call_ms) else ""
             cells = [row.operation, method, html.escape(row.case), row.dtype, status_html,
-                     time_ms, _rate_text(row), ratio]
+                     time_ms, call_ms, _rate_text(row), ratio]
             body.append(f"<tr style='{border}'>" + "".join(
                 f"<td style='text-align:{'left' if i < 5 else 'right'}'>{c}</td>"
                 for i, c in enumerate(cells)) + "</tr>")
-        note = ("x ceiling: rate over the in-run ceiling of the same input (device copy, cuBLAS, "
+        note = ("time: device time of one call, the host's time before the launch hidden; call: "
+                "one call from Python, that host time included. x ceiling: rate (from time) over "
+                "the in-run ceiling of the same input (device copy, cuBLAS, "
                 "or CuPy's reduction). check: the output matched an independent result on the "
                 "same data (n/s: not supported, skip: predicted too slow).")
         return (f"<div><p><b>{html.escape(self.header())}</b></p>"
@@ -1248,18 +1332,20 @@ class BenchResult:
         --------
         >>> from gpukernels.benchmark import BenchResult
         >>> print(BenchResult([]).to_markdown())
-        | operation | method | shape | dtype | check | time (ms) | rate | x ceiling |
-        | --- | --- | --- | --- | --- | ---: | ---: | ---: |
+        | operation | method | shape | dtype | check | time (ms) | call (ms) | rate | x ceiling |
+        | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |
         """
-        lines = ["| operation | method | shape | dtype | check | time (ms) | rate | x ceiling |",
-                 "| --- | --- | --- | --- | --- | ---: | ---: | ---: |"]
+        lines = ["| operation | method | shape | dtype | check | time (ms) | call (ms) | rate | "
+                 "x ceiling |", "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
         for row in self:
             method = row.method if row.kind == "rung" else f"{row.method} ({row.kind})"
             method = method.replace("|", "\\|")
             time_ms = f"{row.time_ms:.3f}" if math.isfinite(row.time_ms) else ""
+            call_ms = f"{row.call_ms:.3f}" if math.isfinite(row.call_ms) else ""
             ratio = f"{row.ratio:.3f}" if math.isfinite(row.ratio) else ""
             lines.append(f"| {row.operation} | {method} | {row.case} | {row.dtype} | "
-                         f"{_status_label(row)} | {time_ms} | {_rate_text(row)} | {ratio} |")
+                         f"{_status_label(row)} | {time_ms} | {call_ms} | {_rate_text(row)} | "
+                         f"{ratio} |")
         return "\n".join(lines)
 
     # JSON
@@ -1379,18 +1465,19 @@ def format_table(rows: Iterable[Measurement]) -> str:
     --------
     >>> from gpukernels.benchmark import Measurement, format_table
     >>> row = Measurement("sum", "two_pass", (2**28,), "int32", True, 0.395, 2718.6, "GB/s",
-    ...                   ratio=1.275, ceiling="cupy.sum")
+    ...                   ratio=1.275, ceiling="cupy.sum", notes={"call_ms": 0.401})
     >>> print(format_table([row]).splitlines()[-1])
-    sum        two_pass                      268435456           int32     yes          0.395         2719 GB/s      1.275
+    sum        two_pass                      268435456           int32     yes          0.395      0.401         2719 GB/s      1.275
     """
     header = (f"{'operation':9s}  {'method':28s}  {'shape':18s}  {'dtype':8s}  {'correct':7s}  "
-              f"{'time ms':>9s}  {'rate':>16s}  {'x ceiling':>9s}")
+              f"{'time ms':>9s}  {'call ms':>9s}  {'rate':>16s}  {'x ceiling':>9s}")
     lines = [header, "-" * len(header)]
     for r in rows:
         time_ms = f"{r.time_ms:9.3f}" if math.isfinite(r.time_ms) else f"{'':9s}"
+        call_ms = f"{r.call_ms:9.3f}" if math.isfinite(r.call_ms) else f"{'':9s}"
         ratio = f"{r.ratio:9.3f}" if math.isfinite(r.ratio) else f"{'':9s}"
         lines.append(f"{r.operation:9s}  {r.method:28s}  {r.case:18s}  {r.dtype:8s}  "
-                     f"{_status_label(r):7s}  {time_ms}  {_rate_text(r):>16s}  {ratio}")
+                     f"{_status_label(r):7s}  {time_ms}  {call_ms}  {_rate_text(r):>16s}  {ratio}")
     return "\n".join(lines)
 
 
