@@ -25,6 +25,14 @@ struct gk_bytes16 {
     u64 lo, hi;
 };
 
+// An unsigned word of BYTES bytes, for moving several elements in one access.
+template <int BYTES> struct gk_word;
+template <> struct gk_word<1> { typedef unsigned char type; };
+template <> struct gk_word<2> { typedef unsigned short type; };
+template <> struct gk_word<4> { typedef unsigned int type; };
+template <> struct gk_word<8> { typedef uint2 type; };
+template <> struct gk_word<16> { typedef uint4 type; };
+
 __device__ __forceinline__ float gk_half_to_float(gk_half h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));

@@ -213,7 +213,7 @@ def _vector_cases():
     Rows that are a multiple of V but whose byte length is not a multiple of 32 need SKEW; cols
     that are a multiple of this config's V but not of the previous (larger) one rule that one out.
     """
-    from gpukernels.ops.transpose import SECTOR_BYTES, VECTOR_CONFIGS
+    from gpukernels.ops.transpose import SECTOR_BYTES, VECTOR_CONFIGS, _launched_config, _tall
     cases = []
     for itemsize, configs in VECTOR_CONFIGS.items():
         for position, config in enumerate(configs):
@@ -223,8 +223,10 @@ def _vector_cases():
             if larger is not None and cols % larger == 0:
                 cols += vector
             for skew in (False, True):
+                # three tiles' worth of rows (TALL tiles are taller), so interior tiles exist
+                tall = _tall(itemsize, _launched_config(itemsize, config, skew), skew)
                 sector_rows = max(vector, SECTOR_BYTES // itemsize)  # rows * itemsize % 32 == 0
-                rows = sector_rows * (3 * tile // max(1, sector_rows // vector) + 2)
+                rows = sector_rows * (3 * tile * tall // max(1, sector_rows // vector) + 2)
                 if skew:
                     rows += vector  # still a multiple of V, no longer of the sector
                     if rows * itemsize % SECTOR_BYTES == 0:
@@ -251,7 +253,8 @@ def test_transpose_vector_every_instance(itemsize, config, skew, shape, batch, r
         got = gk.transpose(x, method="vector", out=out)
     assert_same_bits(got, reference.transpose(host), f"{config} skew={skew}")
     from gpukernels.ops import transpose as ops
-    expected = {id(ops.KERNELS.function(ops._vector_name(itemsize, index, config, skew)))
+    launched = ops._launched_config(itemsize, config, skew)
+    expected = {id(ops.KERNELS.function(ops._vector_name(itemsize, index, launched, skew)))
                 for index in ("int", "long long")}
     assert launches and all(id(record.kernel) in expected for record in launches)
 

@@ -39,23 +39,49 @@ NAIVE_WIDTH = {"naive": {1: 4, 2: 4, 4: 4, 8: 4, 16: 4},
 
 #: transpose_vector configurations per item size, best first: (V, TILE, ROWS). V x V element
 #: blocks make 16-byte words (4-byte words as the second choice for 1- and 2-byte items); V = 1,
-#: the last choice, runs on any shape and strides. Measured on an H100 (benchmarks/NOTES.md).
+#: the last choice, runs on any shape and strides. Measured on an H100 (benchmarks/NOTES.md,
+#: items 8 and 24).
 VECTOR_CONFIGS = {
     1: ((16, 8, 8), (4, 32, 8), (1, 32, 8)),
     2: ((8, 16, 16), (2, 32, 8), (1, 32, 8)),
-    4: ((4, 16, 8), (1, 32, 8)),
+    4: ((4, 16, 16), (1, 32, 8)),
     8: ((1, 32, 16),),
     16: ((1, 32, 8),),
 }
+#: With SKEW, V = 1 tiles are taller, (TILE, ROWS, TALL) per item size: the E - 1 extra block
+#: rows a SKEW tile stages are then a smaller share (item 24). Other SKEW tiles take TALL from
+#: :func:`_tall`.
+SKEW_SCALAR_CONFIGS = {1: (32, 8, 4), 2: (32, 16, 2), 4: (32, 32, 8), 8: (32, 16, 4), 16: (32, 8, 2)}
 SECTOR_BYTES = 32  # the unit of DRAM access: an output row starting inside one needs SKEW
 
 
 
 
+#: Largest static shared memory a SKEW tile may take when it is made taller (TALL > 1).
+TALL_SHARED_BYTES = 40 * 1024
+
+
+def _tall(itemsize: int, config: tuple[int, int, int], skew: bool) -> int:
+    """TALL of transpose_vector: tile rows per tile column. A SKEW tile stages E - 1 extra block
+    rows; a taller tile makes them a smaller share, as long as it fits TALL_SHARED_BYTES."""
+    if not skew:
+        return 1
+    vector, tile, threads_y = config
+    if vector == 1 and SKEW_SCALAR_CONFIGS[itemsize][:2] == (tile, threads_y):
+        return SKEW_SCALAR_CONFIGS[itemsize][2]
+    word = vector * itemsize
+    sector_words = 1 if word >= SECTOR_BYTES else SECTOR_BYTES // word
+    for tall in (4, 2):
+        pitch = (tall * tile + sector_words - 1) | 1
+        if vector * tile * pitch * word <= TALL_SHARED_BYTES:
+            return tall
+    return 1
+
+
 def _vector_name(itemsize: int, index: str, config: tuple[int, int, int], skew: bool) -> str:
     vector, tile, threads_y = config
     return (f"transpose_vector<{CARRIERS[itemsize]}, {index}, {vector}, {tile}, {threads_y}, "
-            f"{'true' if skew else 'false'}>")
+            f"{'true' if skew else 'false'}, {_tall(itemsize, config, skew)}>")
 
 
 def _kernel_name(method: str, itemsize: int, index: str) -> str:
@@ -74,7 +100,10 @@ KERNELS = _compile.register("transpose.cu", [
       for rung in RUNGS if rung.name != "vector" for size in CARRIERS for index in INDEX_SCALARS),
     *(_vector_name(size, index, config, skew)
       for size, configs in VECTOR_CONFIGS.items() for config in configs
-      for index in INDEX_SCALARS for skew in (False, True)),
+      for index in INDEX_SCALARS for skew in (False, True)
+      if not (skew and config[0] == 1)),
+    *(_vector_name(size, index, (1, *SKEW_SCALAR_CONFIGS[size][:2]), True)
+      for size in CARRIERS for index in INDEX_SCALARS),
     *(_ceiling_name(kind, size, index)
       for kind in ("row", "col") for size in CARRIERS for index in INDEX_SCALARS),
 ])
@@ -104,15 +133,24 @@ def _vector_plan(stacked, result, rows: int, cols: int) -> tuple[tuple[int, int,
                 and stacked.data.ptr % word == 0 and result.data.ptr % word == 0):
             break
     aligned_rows = (rows * itemsize) % SECTOR_BYTES == 0 and result.data.ptr % SECTOR_BYTES == 0
-    return config, not aligned_rows
+    return _launched_config(itemsize, config, not aligned_rows), not aligned_rows
+
+
+def _launched_config(itemsize: int, config: tuple[int, int, int], skew: bool):
+    """The (V, TILE, ROWS) launched for a chosen VECTOR_CONFIGS entry: V = 1 with SKEW takes
+    its taller tile's TILE and ROWS from SKEW_SCALAR_CONFIGS."""
+    if skew and config[0] == 1:
+        return (1, *SKEW_SCALAR_CONFIGS[itemsize][:2])
+    return config
 
 
 def _launch_config(method: str, rows: int, cols: int, batch: int, itemsize: int,
                    vector_config=None, skew: bool = False):
     """(grid, block) for a rung; see the grid mapping described in kernels/transpose.cu."""
-    if method == "vector":  # a block covers TILE x TILE blocks of V x V elements
+    if method == "vector":  # a block covers TALL * TILE x TILE blocks of V x V elements
         vector, tile, threads_y = vector_config
-        row_tiles = ceil_div(rows // vector, tile) + (1 if skew else 0)
+        tile_rows = tile * _tall(itemsize, vector_config, skew)
+        row_tiles = ceil_div(rows // vector, tile_rows) + (1 if skew else 0)
         return ((ceil_div(cols // vector, tile), min(row_tiles, MAX_GRID_YZ), min(batch, MAX_GRID_YZ)),
                 (tile, threads_y, 1))
     if method == "shared":  # a block covers a SHARED_TILE x SHARED_TILE tile
