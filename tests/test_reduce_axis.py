@@ -748,3 +748,40 @@ def test_int32_sums_over_split_rows_are_exact(case, rng):
     want = numpy.sum(host.astype(numpy.int64), axis=axis)
     assert got.dtype == numpy.int64 and got.shape == want.shape
     numpy.testing.assert_array_equal(cupy.asnumpy(got), want)
+
+
+# --- windows that start anywhere: short rows and columns off the 16-byte boundary ----------------
+
+def _offset_view(host_flat, offset: int, shape):
+    """The same (shape) window of a NumPy buffer and of its copy on the GPU, ``offset`` elements
+    in: the GPU view starts off the 16-byte boundary unless offset * itemsize is a multiple."""
+    count = math.prod(shape)
+    device_flat = cupy.asarray(host_flat)
+    return (host_flat[offset:offset + count].reshape(shape),
+            device_flat[offset:offset + count].reshape(shape))
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3])
+@pytest.mark.parametrize("row", [1, 2, 3, 4, 8, 16])
+@pytest.mark.parametrize("name, dtype", operation_dtype_pairs(operations=("sum", "max")))
+def test_short_rows_back_to_back_at_any_offset(name, dtype, row, offset, rng):
+    """Rows of up to 16 elements back to back (a thread per row), starting on or off a 16-byte
+    boundary. 5000 rows: several blocks, the last one partial."""
+    shape = (5000, row)
+    host_flat = make_data(name, (math.prod(shape) + offset,), dtype, rng, row)
+    host, x = _offset_view(host_flat, offset, shape)
+    got = gk_reduce(name, x, 1)
+    assert_reduction_matches(name, got, host, axis=1, context=f"offset {offset}")
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2])
+@pytest.mark.parametrize("columns", [4, 6, 8, 260])
+@pytest.mark.parametrize("name, dtype", operation_dtype_pairs(operations=("sum", "min")))
+def test_column_groups_at_any_offset(name, dtype, columns, offset, rng):
+    """Column reductions of windows that start on or off a 16-byte boundary, with widths that
+    are and are not multiples of 4."""
+    shape = (777, columns)
+    host_flat = make_data(name, (math.prod(shape) + offset,), dtype, rng, shape[0])
+    host, x = _offset_view(host_flat, offset, shape)
+    got = gk_reduce(name, x, 0)
+    assert_reduction_matches(name, got, host, axis=0, context=f"offset {offset}")
