@@ -131,9 +131,10 @@ transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // row at the end covers what the shift pushed past it. Each element is still written once.
 //
 // TALL: a tile covers TALL * TILE block rows of the input by TILE block columns. The E - 1 extra
-// rows are then staged once per TALL * TILE rows instead of once per TILE: with 32 x 32 tiles
-// the extra reads cost 8191 x 8193 float32 a fifth of its speed (0.83 of a copy on an H100);
-// TALL = 4 makes them 5%.
+// rows are then staged once per TALL * TILE rows instead of once per TILE. On an H100,
+// 8191 x 8193 float32 went from 0.82 of a copy (32 x 32 tiles, 7 extra rows per 32) to 0.91
+// (TALL = 8, 32 x 32 threads); int8, 31 extra rows per 32, from 0.34 to 0.46
+// (benchmarks/NOTES.md, item 25).
 //
 // Requirements, checked by the host: rows and cols are multiples of V; for V > 1 the input's rows
 // are contiguous (in_col_stride == 1) and every word it reads is aligned to V * sizeof(T) bytes.

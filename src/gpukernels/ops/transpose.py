@@ -40,7 +40,7 @@ NAIVE_WIDTH = {"naive": {1: 4, 2: 4, 4: 4, 8: 4, 16: 4},
 #: transpose_vector configurations per item size, best first: (V, TILE, ROWS). V x V element
 #: blocks make 16-byte words (4-byte words as the second choice for 1- and 2-byte items); V = 1,
 #: the last choice, runs on any shape and strides. Measured on an H100 (benchmarks/NOTES.md,
-#: items 8 and 24).
+#: items 8 and 25).
 VECTOR_CONFIGS = {
     1: ((16, 8, 8), (4, 32, 8), (1, 32, 8)),
     2: ((8, 16, 16), (2, 32, 8), (1, 32, 8)),
@@ -49,7 +49,7 @@ VECTOR_CONFIGS = {
     16: ((1, 32, 8),),
 }
 #: With SKEW, V = 1 tiles are taller, (TILE, ROWS, TALL) per item size: the E - 1 extra block
-#: rows a SKEW tile stages are then a smaller share (item 24). Other SKEW tiles take TALL from
+#: rows a SKEW tile stages are then a smaller share (item 25). Other SKEW tiles take TALL from
 #: :func:`_tall`.
 SKEW_SCALAR_CONFIGS = {1: (32, 8, 4), 2: (32, 16, 2), 4: (32, 32, 8), 8: (32, 16, 4), 16: (32, 8, 2)}
 SECTOR_BYTES = 32  # the unit of DRAM access: an output row starting inside one needs SKEW
