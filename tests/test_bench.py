@@ -402,6 +402,33 @@ def assert_case_complete(result, rungs, ceiling):
 
 
 @pytest.mark.gpu
+def test_held_time_leaves_out_host_time_and_falls_back_when_the_call_waits():
+    import time
+
+    import cupy
+    x = cupy.ones(1 << 20, dtype=cupy.float32)
+
+    def slow_host():  # 3 ms of host time before a kernel of a few microseconds
+        time.sleep(0.003)
+        return x * 2
+
+    timing = Timing(repeat=5, call_repeat=5, warmup=1, max_seconds=1.0)
+    seconds, notes = benchmark._time_call(slow_host, timing, 0.0)
+    assert notes["held"] is True and notes["runs"] == 5
+    assert notes["call_ms"] >= 3.0  # one call from Python waits through the sleep
+    assert seconds * 1e3 < 1.0  # the device work alone does not
+
+    def waits_on_the_device():  # the hold cannot outlast a synchronisation inside the call
+        y = x * 2
+        cupy.cuda.Device().synchronize()
+        return y
+
+    seconds, notes = benchmark._time_call(waits_on_the_device, timing, 0.0)
+    assert notes["held"] is False
+    assert seconds * 1e3 == pytest.approx(notes["call_ms"])
+
+
+@pytest.mark.gpu
 def test_bench_transpose_small():
     result = benchmark.bench_transpose(sizes=(64, 256), dtypes=("int8", "float64"),
                                        shapes=[(33, 65), (3, 17, 19)], timing=FAST, progress=False)
