@@ -78,6 +78,14 @@ def _tall(itemsize: int, config: tuple[int, int, int], skew: bool) -> int:
     return 1
 
 
+def _launched_config(itemsize: int, config: tuple[int, int, int], skew: bool):
+    """The (V, TILE, ROWS) launched for a chosen VECTOR_CONFIGS entry: V = 1 with SKEW takes
+    its taller tile's TILE and ROWS from SKEW_SCALAR_CONFIGS."""
+    if skew and config[0] == 1:
+        return (1, *SKEW_SCALAR_CONFIGS[itemsize][:2])
+    return config
+
+
 def _vector_name(itemsize: int, index: str, config: tuple[int, int, int], skew: bool) -> str:
     vector, tile, threads_y = config
     return (f"transpose_vector<{CARRIERS[itemsize]}, {index}, {vector}, {tile}, {threads_y}, "
@@ -98,12 +106,9 @@ def _ceiling_name(kind: str, itemsize: int, index: str) -> str:
 KERNELS = _compile.register("transpose.cu", [
     *(_kernel_name(rung.name, size, index)
       for rung in RUNGS if rung.name != "vector" for size in CARRIERS for index in INDEX_SCALARS),
-    *(_vector_name(size, index, config, skew)
-      for size, configs in VECTOR_CONFIGS.items() for config in configs
-      for index in INDEX_SCALARS for skew in (False, True)
-      if not (skew and config[0] == 1)),
-    *(_vector_name(size, index, (1, *SKEW_SCALAR_CONFIGS[size][:2]), True)
-      for size in CARRIERS for index in INDEX_SCALARS),
+    *dict.fromkeys(_vector_name(size, index, _launched_config(size, config, skew), skew)
+                   for size, configs in VECTOR_CONFIGS.items() for config in configs
+                   for index in INDEX_SCALARS for skew in (False, True)),
     *(_ceiling_name(kind, size, index)
       for kind in ("row", "col") for size in CARRIERS for index in INDEX_SCALARS),
 ])
@@ -135,13 +140,6 @@ def _vector_plan(stacked, result, rows: int, cols: int) -> tuple[tuple[int, int,
     aligned_rows = (rows * itemsize) % SECTOR_BYTES == 0 and result.data.ptr % SECTOR_BYTES == 0
     return _launched_config(itemsize, config, not aligned_rows), not aligned_rows
 
-
-def _launched_config(itemsize: int, config: tuple[int, int, int], skew: bool):
-    """The (V, TILE, ROWS) launched for a chosen VECTOR_CONFIGS entry: V = 1 with SKEW takes
-    its taller tile's TILE and ROWS from SKEW_SCALAR_CONFIGS."""
-    if skew and config[0] == 1:
-        return (1, *SKEW_SCALAR_CONFIGS[itemsize][:2])
-    return config
 
 
 def _launch_config(method: str, rows: int, cols: int, batch: int, itemsize: int,
