@@ -37,7 +37,8 @@ def call(op, x):
 
 @pytest.mark.parametrize("op, ladder", [
     ("transpose", ("naive", "naive_col", "shared", "vector")),
-    ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile", "mma")),
+    ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile", "mma",
+                "wgmma")),
     ("reduce", ("two_pass", "shuffle", "one_pass")),
     ("sum", ("two_pass", "shuffle", "one_pass")),
     ("max", ("two_pass", "shuffle", "one_pass")),
@@ -192,6 +193,38 @@ def test_matmul_shapes_mirror_numpy(a_shape, b_shape):
 
 SUM_REQUESTS = [None, numpy.int32, numpy.int64, numpy.uint8, numpy.float16, numpy.float32,
                 numpy.float64, numpy.complex64, numpy.complex128, numpy.bool_]
+
+
+class FakeDevice:
+    """What the matmul method checks read from a device: its id and compute capability."""
+
+    def __init__(self, capability: str):
+        self.id, self.compute_capability = 0, capability
+
+
+@pytest.mark.parametrize("capability, expected", [("80", "mma"), ("89", "mma"), ("90", "wgmma"),
+                                                  ("100", "mma"), ("120", "mma")])
+def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):
+    # TF32 and float16 both go to the tensor cores; wgmma's sm_90a code runs on 9.0 only.
+    device = FakeDevice(capability)
+    assert matmul_mod._choose_method("auto", numpy.dtype(numpy.float32), "tf32", device,
+                                     (1, 256, 256, 256)) == expected
+    # Past wgmma's 32-bit extents, auto stays on mma.
+    assert matmul_mod._choose_method("auto", numpy.dtype(numpy.float32), "tf32", device,
+                                     (1, 16, 16, 2**31)) == "mma"
+
+
+def test_matmul_wgmma_needs_hopper_and_32_bit_extents():
+    float32 = numpy.dtype(numpy.float32)
+    with pytest.raises(ValueError, match="compute capability 9.0"):
+        matmul_mod._choose_method("wgmma", float32, "tf32", FakeDevice("80"), (1, 64, 64, 64))
+    with pytest.raises(ValueError, match="below 2\\*\\*31"):
+        matmul_mod._choose_method("wgmma", float32, "tf32", FakeDevice("90"), (1, 2**31, 1, 8))
+    with pytest.raises(ValueError, match="precision='tf32'"):
+        matmul_mod._choose_method("wgmma", float32, "highest", FakeDevice("90"), (1, 8, 8, 8))
+    with pytest.raises(TypeError, match="float64"):
+        matmul_mod._choose_method("wgmma", numpy.dtype(numpy.float64), "highest",
+                                  FakeDevice("90"), (1, 8, 8, 8))
 
 
 @pytest.mark.parametrize("requested", SUM_REQUESTS,

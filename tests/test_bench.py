@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 
 import numpy
 import pytest
@@ -22,6 +23,7 @@ from gpukernels.introspect import ladder_methods, reduction_operations
 GPU = gk.gpu_available()
 TRANSPOSE_RUNGS = gk.methods("transpose")
 MATMUL_RUNGS = gk.methods("matmul")
+TENSOR_METHODS = sys.modules[gk.matmul.__module__].TENSOR_CORE_METHODS
 REDUCE_RUNGS = ladder_methods("sum")
 ENVIRONMENT = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-22T10:00:00+00:00",
                "l2_bytes": 50 * 2**20, "compute_capability": "9.0", "multiprocessors": 132,
@@ -450,11 +452,11 @@ def test_bench_matmul_small():
     assert all(r.unit == "TFLOP/s" for r in result)
     # Rungs that do not compute a dtype say so; TF32 runs on the tensor cores only.
     for r in result:
-        tensor = r.method in ("mma",)
+        tensor = r.method in TENSOR_METHODS
         if r.kind == "rung" and (r.dtype == "tf32") != tensor and r.dtype != "float16":
             assert r.status == "not supported", r
     if benchmark._torch() is not None:
-        assert_case_complete([r for r in result if r.dtype == "tf32"], ("mma",),
+        assert_case_complete([r for r in result if r.dtype == "tf32"], TENSOR_METHODS,
                              "torch.matmul TF32 (cuBLAS)")
 
 

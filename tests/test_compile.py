@@ -27,7 +27,12 @@ matmul_mod = sys.modules[gk.matmul.__module__]
 reduction_mod = sys.modules[gk.sum.__module__]
 
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_120")
-FAMILY_NAMES = ("transpose.cu", "matmul.cu", "reduce.cu", "reduce_axis.cu", "timing.cu")
+FAMILY_NAMES = ("transpose.cu", "matmul.cu", "matmul_wgmma.cu", "reduce.cu", "reduce_axis.cu",
+                "timing.cu")
+# Every family for every architecture, except those built for one architecture only (sm_90a).
+FAMILY_ARCHS = [(name, arch) for name in FAMILY_NAMES
+                for arch in ((_compile.FAMILIES[name].arch,) if _compile.FAMILIES[name].arch
+                             else ARCHS)]
 
 NUMERIC_DTYPES = [numpy.dtype(c) for c in "?bhilqBHILQefdFD"]
 SUM_REQUESTS = [None, numpy.int32, numpy.int64, numpy.uint8, numpy.float16, numpy.float32,
@@ -56,8 +61,7 @@ def compiled():
     return get
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("filename", FAMILY_NAMES)
+@pytest.mark.parametrize(("filename", "arch"), FAMILY_ARCHS)
 def test_compile_for_arch(compiled, filename, arch):
     family = _compile.FAMILIES[filename]
     result = compiled(filename, arch)
@@ -96,7 +100,7 @@ def test_every_transpose_rung_and_dtype_has_an_instance(rung):
 def test_every_matmul_rung_and_dtype_has_an_instance(rung):
     # Every pair of input dtypes with a real result (float16 or float32 for the tensor cores)
     # runs on some compiled instance of every rung, with either index width and alignment.
-    instances = set(_compile.FAMILIES["matmul.cu"].instances)
+    instances = set(matmul_mod.kernel_family(rung).instances)
     for a_dtype, b_dtype in itertools.product(NUMERIC_DTYPES, repeat=2):
         result = numpy.result_type(a_dtype, b_dtype)
         if result.kind == "c":
@@ -164,12 +168,22 @@ def test_instances_name_only_registered_rungs():
     """No instance of a rung the ladder does not list (names are the reader's map)."""
     for filename, op, prefix in (("transpose.cu", "transpose", "transpose_"),
                                  ("matmul.cu", "matmul", "matmul_"),
+                                 ("matmul_wgmma.cu", "matmul", "matmul_"),
                                  ("reduce.cu", "sum", "reduce_")):
         for instance in _compile.FAMILIES[filename].instances:
             if not instance.startswith(prefix):
                 continue  # e.g. transpose.cu's copy ceilings
             rung = instance[len(prefix):instance.index("<")]
             assert rung in gk.methods(op), instance
+
+
+def test_single_arch_family_runs_only_there():
+    wgmma = _compile.FAMILIES["matmul_wgmma.cu"]
+    assert wgmma.arch == "sm_90a" and wgmma.arch_options() == ("-arch=sm_90a",)
+    assert wgmma.runs_on(90) and not any(wgmma.runs_on(cc) for cc in (75, 80, 89, 100, 120))
+    portable = _compile.FAMILIES["matmul.cu"]
+    assert portable.arch is None and portable.arch_options() == ()
+    assert all(portable.runs_on(cc) for cc in (75, 80, 90, 120))
 
 
 # --- the loader: header inlining and error reporting -------------------------------------------

@@ -20,9 +20,13 @@ TENSOR_METHODS = matmul_mod.TENSOR_CORE_METHODS
 
 
 @pytest.fixture(autouse=True)
-def tensor_cores():
-    if int(cupy.cuda.Device().compute_capability) < 80:
+def tensor_cores(request):
+    capability = int(cupy.cuda.Device().compute_capability)
+    if capability < 80:
         pytest.skip("the tensor-core rungs need compute capability 8.0")
+    method = getattr(request.node, "callspec", None) and request.node.callspec.params.get("method")
+    if method == "wgmma" and capability != 90:
+        pytest.skip("the wgmma rung runs on compute capability 9.0 only")
 
 
 def assert_tensor_close(got, a, b, *, tf32: bool, context: str):
@@ -54,6 +58,8 @@ SHAPES = [
     ((129, 4097), (4097, 1)), ((255, 257), (257, 255)), ((300, 264), (264, 389)),
     ((513, 40), (40, 260)), ((3, 33, 17), (17, 9)), ((2, 1, 5, 7), (4, 7, 3)), ((7,), (7, 5)),
     ((4, 0), (0, 3)), ((0, 5), (5, 3)),
+    # wgmma's tiles: 128 x 256 of C, 64 (float16) or 32 (TF32) of K per stage, 4 stages.
+    ((2, 257, 1000), (1000, 513)), ((129, 320), (3, 320, 257)), ((384, 520), (520, 768)),
 ]
 
 
@@ -92,23 +98,40 @@ def test_tensor_core_matmul_matches_numpy(method, shapes, tf32, rng):
 
 @pytest.mark.parametrize("tf32", [False, True], ids=["float16", "tf32"])
 @pytest.mark.parametrize("view", VIEWS, ids=[v[0] for v in VIEWS])
-def test_tensor_core_matmul_strided_views(view, tf32, rng):
+@pytest.mark.parametrize("method", TENSOR_METHODS)
+def test_tensor_core_matmul_strided_views(method, view, tf32, rng):
     name, a_view, b_view, a_shape, b_shape = view
     dtype = numpy.float32 if tf32 else numpy.float16
     a_base = reference.random_array(a_shape, dtype, rng)
     b_base = reference.random_array(b_shape, dtype, rng)
     a, b = a_view(a_base), b_view(b_base)
     da, db = a_view(cupy.asarray(a_base)), b_view(cupy.asarray(b_base))
-    got = gk.matmul(da, db, method="mma", precision="tf32" if tf32 else "highest")
-    assert_tensor_close(got, a, b, tf32=tf32, context=name)
+    got = gk.matmul(da, db, method=method, precision="tf32" if tf32 else "highest")
+    assert_tensor_close(got, a, b, tf32=tf32, context=f"{method} {name}")
 
 
-def test_tensor_core_matmul_is_deterministic(rng):
+@pytest.mark.parametrize("tf32", [False, True], ids=["float16", "tf32"])
+@pytest.mark.parametrize("method", TENSOR_METHODS)
+def test_tensor_core_matmul_unaligned_out(method, tf32, rng):
+    # An `out` starting one element past an allocation: C's rows are not aligned for the paired
+    # stores, which must fall back to single ones.
+    dtype = numpy.float32 if tf32 else numpy.float16
+    a = reference.random_array((130, 72), dtype, rng)
+    b = reference.random_array((72, 258), dtype, rng)
+    out = poisoned((1 + 130 * 258,), dtype)[1:].reshape(130, 258)
+    got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method, out=out,
+                    precision="tf32" if tf32 else "highest")
+    assert got is out
+    assert_tensor_close(got, a, b, tf32=tf32, context=f"{method} unaligned out")
+
+
+@pytest.mark.parametrize("method", TENSOR_METHODS)
+def test_tensor_core_matmul_is_deterministic(method, rng):
     a = cupy.asarray(reference.random_array((300, 1000), numpy.float16, rng))
     b = cupy.asarray(reference.random_array((1000, 260), numpy.float16, rng))
-    first = cupy.asnumpy(gk.matmul(a, b, method="mma")).tobytes()
-    for _ in range(5):
-        assert cupy.asnumpy(gk.matmul(a, b, method="mma")).tobytes() == first
+    first = cupy.asnumpy(gk.matmul(a, b, method=method)).tobytes()
+    for _ in range(20):
+        assert cupy.asnumpy(gk.matmul(a, b, method=method)).tobytes() == first
 
 
 def test_tf32_only_when_asked(rng):
@@ -133,10 +156,14 @@ def test_tf32_only_when_asked(rng):
 def test_auto_picks_tensor_cores_for_float16_and_tf32(rng):
     from gpukernels._common import record_launches
 
+    # wgmma on Hopper (compute capability 9.0), mma on the others.
+    expected = "wgmma" if int(cupy.cuda.Device().compute_capability) == 90 else "mma"
+    family = matmul_mod.kernel_family(expected)
+    kernels = {id(family.function(name))
+               for name in family.instances if name.startswith(f"matmul_{expected}<")}
     a = cupy.asarray(reference.random_array((64, 64), numpy.float16, rng))
     for x, precision in ((a, "highest"), (a.astype(cupy.float32), "tf32")):
         with record_launches() as launches:
             gk.matmul(x, x, precision=precision)
-        mma_kernels = {id(matmul_mod.KERNELS.function(name))
-                       for name in matmul_mod.KERNELS.instances if name.startswith("matmul_mma<")}
-        assert launches and all(id(r.kernel) in mma_kernels for r in launches), precision
+        # TF32 on wgmma transposes B first; the product itself is the last launch.
+        assert launches and id(launches[-1].kernel) in kernels, (precision, launches)

@@ -9,7 +9,7 @@ Each operation is a ladder of kernels, from the textbook version to faster rungs
 >>> bool((gk.transpose(x) == x.T).all())
 True
 >>> gk.methods("matmul")
-('naive', 'tiled', 'blocked_1d', 'blocked_2d', 'warp_tiled', 'large_tile', 'mma')
+('naive', 'tiled', 'blocked_1d', 'blocked_2d', 'warp_tiled', 'large_tile', 'mma', 'wgmma')
 """
 
 from ._common import methods

@@ -89,10 +89,15 @@ class KernelFamily:
     instances : list of str
         C++ name expressions, e.g. ``"transpose_shared<unsigned int, int, 32, 8>"``; each is
         compiled and retrievable with :meth:`function`.
+    arch : str, optional
+        The one architecture the family is built for, e.g. ``"sm_90a"`` for kernels that use
+        Hopper-only instructions; such a family compiles only on a GPU of that compute
+        capability. By default a family compiles for whichever GPU is current.
     """
 
     filename: str
     instances: list[str]
+    arch: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _modules: dict = field(default_factory=dict, repr=False)  # device id -> RawModule
     _functions: dict = field(default_factory=dict, repr=False)  # (device id, name) -> RawKernel
@@ -107,9 +112,10 @@ class KernelFamily:
             with self._lock:  # one compile per device, whichever thread gets here first
                 module = self._modules.get(device)
                 if module is None:
+                    self.check_device(device)
                     module = cupy.RawModule(
                         code=load_source(self.filename),
-                        options=compile_options(),
+                        options=compile_options() + self.arch_options(),
                         name_expressions=list(self.instances),
                     )
                     try:
@@ -121,6 +127,23 @@ class KernelFamily:
                         ) from None
                     self._modules[device] = module
         return module
+
+    def arch_options(self) -> tuple[str, ...]:
+        """``("-arch=<arch>",)`` for a family built for one architecture, else ``()``."""
+        return (f"-arch={self.arch}",) if self.arch else ()
+
+    def runs_on(self, compute_capability: int) -> bool:
+        """Whether the family's kernels run on a GPU of this compute capability (e.g. 90)."""
+        return self.arch is None or int(self.arch[3:].rstrip("a")) == int(compute_capability)
+
+    def check_device(self, device: int) -> None:
+        """Raise ValueError if GPU ``device`` cannot run this family's kernels."""
+        capability = int(_device.cupy.cuda.Device(device).compute_capability)
+        if not self.runs_on(capability):
+            raise ValueError(
+                f"kernels/{self.filename} is built for {self.arch} only; GPU {device} has "
+                f"compute capability {capability}"
+            )
 
     def function(self, name: str):
         """The kernel ``name`` (one of :attr:`instances`) for the current device."""
@@ -139,9 +162,9 @@ class KernelFamily:
 FAMILIES: dict[str, KernelFamily] = {}
 
 
-def register(filename: str, instances: list[str]) -> KernelFamily:
-    """Create and register the family for ``kernels/<filename>``."""
-    family = KernelFamily(filename, instances)
+def register(filename: str, instances: list[str], arch: str | None = None) -> KernelFamily:
+    """Create and register the family for ``kernels/<filename>`` (``arch``: see KernelFamily)."""
+    family = KernelFamily(filename, instances, arch)
     FAMILIES[filename] = family
     return family
 
@@ -153,9 +176,11 @@ def kernel_names() -> dict[int, str]:
 
 
 def compile_all_for_current_device() -> None:
-    """Compile (or load from CuPy's cache) every family for the current device."""
+    """Compile (or load from CuPy's cache) every family the current device can run."""
+    capability = int(_device.cupy.cuda.Device().compute_capability)
     for family in FAMILIES.values():
-        family.module()
+        if family.runs_on(capability):
+            family.module()
 
 
 @dataclass(frozen=True)

@@ -134,10 +134,13 @@ def _rungs(operation: str) -> tuple[_common.Rung, ...]:
 
 # --- CUDA source ------------------------------------------------------------------------------------
 
-def _source_file(operation: str) -> str:
-    """The ``kernels/`` file of an operation's rungs (from its module's kernel family)."""
+def _source_file(operation: str, method: str | None = None) -> str:
+    """The ``kernels/`` file of an operation's rungs (from its module's kernel family), or of
+    rung ``method`` where the module keeps some rungs in another file."""
     try:
         module = sys.modules[operation_function(operation).__module__]
+        if method is not None and hasattr(module, "kernel_family"):
+            return module.kernel_family(method).filename
         return module.KERNELS.filename
     except (AttributeError, KeyError, ValueError):
         return _DEFAULT_FILES.get(operation, f"{operation}.cu")
@@ -364,10 +367,16 @@ class LaunchInfo:
                 f"at most {r.max_threads_per_block} threads/block")
 
 
+def _runnable_families() -> list[_compile.KernelFamily]:
+    """The kernel families this device can run (a family built for sm_90a runs on 9.0 only)."""
+    capability = int(_device.cupy.cuda.Device().compute_capability)
+    return [family for family in _compile.FAMILIES.values() if family.runs_on(capability)]
+
+
 def _instance_names() -> dict[int, tuple[str, str]]:
     """id(compiled kernel) -> (file, instance name), for every compiled instance on this device."""
     names = {}
-    for family in _compile.FAMILIES.values():
+    for family in _runnable_families():
         for instance in family.instances:
             names[id(family.function(instance))] = (family.filename, instance)
     return names
@@ -376,7 +385,7 @@ def _instance_names() -> dict[int, tuple[str, str]]:
 def _rung_instances(function: str) -> tuple[KernelResources, ...]:
     """Resources of every compiled instance of the kernel ``function`` on this device."""
     found = []
-    for family in _compile.FAMILIES.values():
+    for family in _runnable_families():
         for instance in family.instances:
             if instance.startswith(function + "<") or instance == function:
                 found.append(KernelResources.of(family.function(instance), instance))
@@ -653,7 +662,7 @@ def _launch_infos(records: Sequence[_common.LaunchRecord]) -> tuple[LaunchInfo, 
 
 
 def _base_info(operation: str, rung: _common.Rung, ladder: tuple[str, ...]) -> RungInfo:
-    filename = _source_file(operation)
+    filename = _source_file(operation, rung.name)
     function = _kernel_function(operation, rung.name)
     try:
         comment, source = rung_source(filename, function)

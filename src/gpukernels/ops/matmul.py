@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy
 
-from .. import _compile, _device
+from .. import _compile, _device, _tensor_map
 from .._common import (INDEX_SCALARS, MAX_GRID_YZ, Rung, ceil_div, finish_out, index_type, launch,
                       multiprocessor_count, prepare_out, register_ladder, resolve_method, span)
 
@@ -27,13 +27,17 @@ RUNGS = register_ladder("matmul", (
     Rung("large_tile", "warp_tiled with 16x8 sums per thread and 256x128 tiles (4-byte types)"),
     Rung("mma", "tensor cores (mma.sync, sm_80+): float16 in float32 sums; float32 as TF32, "
                 "only with precision='tf32'"),
+    Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
+                  "warpgroup MMAs read them there; 128x256 tiles, loads and math in separate "
+                  "warps"),
 ))
 
 #: ``precision=`` values: "highest" computes in the result dtype (float16 in float32), "tf32"
 #: lets float32 products run on TF32 tensor cores (10-bit mantissa operands).
 PRECISIONS = ("highest", "tf32")
-TENSOR_CORE_METHODS = ("mma",)
+TENSOR_CORE_METHODS = ("mma", "wgmma")
 _TENSOR_CORE_CC = 80  # mma.sync with float16 / TF32 operands, ldmatrix, cp.async
+_WGMMA_CC = 90  # wgmma and TMA: compiled for sm_90a, which runs on compute capability 9.0 only
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ _CONFIGS = {
     "warp_tiled": _Config((256, 1, 1), (128, 128), aligned_flag=True),
     "large_tile": _Config((256, 1, 1), (256, 128), aligned_flag=True, tile_8_byte=(128, 128)),
     "mma": _Config((256, 1, 1), (128, 128), aligned_flag=True, shared_mem=65536),
+    # 4 stages of a 128x128-byte A tile and a 256x128-byte B tile, plus 1 KiB to align them.
+    "wgmma": _Config((384, 1, 1), (128, 256), shared_mem=4 * 49152 + 1024),
 }
 #: Threads of an edge tile form offsets up to this many rows or columns past each extent.
 _MARGIN = 256
@@ -74,6 +80,8 @@ TENSOR_CORE_C_TYPES = {numpy.dtype(numpy.float16): "gk_half", numpy.dtype(numpy.
 
 def _kernel_name(method: str, dtype: numpy.dtype, index: str, aligned: bool = False) -> str:
     types = TENSOR_CORE_C_TYPES if method in TENSOR_CORE_METHODS else C_TYPES
+    if method == "wgmma":  # 32-bit indices (M, N, K < 2^31 checked), no alignment variants
+        return f"matmul_wgmma<{types[dtype]}>"
     args = [types[dtype], index]
     if method == "tiled":
         args.append(str(TILE))
@@ -84,11 +92,20 @@ def _kernel_name(method: str, dtype: numpy.dtype, index: str, aligned: bool = Fa
 
 KERNELS = _compile.register("matmul.cu", [
     _kernel_name(rung.name, dtype, index, aligned)
-    for rung in RUNGS
+    for rung in RUNGS if rung.name != "wgmma"
     for dtype in (TENSOR_CORE_C_TYPES if rung.name in TENSOR_CORE_METHODS else C_TYPES)
     for index in INDEX_SCALARS
     for aligned in ((False, True) if _CONFIGS[rung.name].aligned_flag else (False,))
 ])
+#: The Hopper rung, in its own source: it is compiled for sm_90a, which no other GPU runs.
+WGMMA_KERNELS = _compile.register(
+    "matmul_wgmma.cu", [_kernel_name("wgmma", dtype, "int") for dtype in TENSOR_CORE_C_TYPES],
+    arch="sm_90a")
+
+
+def kernel_family(method: str) -> _compile.KernelFamily:
+    """The compiled source that holds rung ``method``'s kernels."""
+    return WGMMA_KERNELS if method == "wgmma" else KERNELS
 
 
 def matmul_shapes(a_shape: tuple[int, ...], b_shape: tuple[int, ...]):
@@ -156,28 +173,34 @@ def _has_tensor_cores(device) -> bool:
     return int(device.compute_capability) >= _TENSOR_CORE_CC
 
 
+def _has_wgmma(device) -> bool:
+    return int(device.compute_capability) == _WGMMA_CC
+
+
 def _choose_method(method: object, dtype: numpy.dtype, precision: object, device,
-                   shape: tuple[int, int, int] = (0, 0, 0)) -> str:
+                   shape: tuple[int, int, int, int] = (0, 0, 0, 0)) -> str:
     """Resolve ``method`` and check it against the dtype and ``precision``.
 
-    ``shape`` is (batch, M, N): "auto" takes large_tile when its 256x128 tiles give every SM a
-    block, and warp_tiled's 128x128 ones below that (H200: at 1024^3 warp_tiled ran at 0.40 of
-    cuBLAS, large_tile with 32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73).
+    ``shape`` is (batch, M, N, K). On the tensor cores "auto" takes wgmma on compute capability
+    9.0 and mma elsewhere. Among the SIMT rungs it takes large_tile when its 256x128 tiles give
+    every SM a block, and warp_tiled's 128x128 ones below that (H200: at 1024^3 warp_tiled ran
+    at 0.40 of cuBLAS, large_tile with 32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led
+    0.82 to 0.73).
     """
     if not isinstance(precision, str) or precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
     tensor_cores = _has_tensor_cores(device)
-    if precision == "tf32":
-        if dtype != numpy.float32:
-            raise ValueError(f"precision='tf32' applies to float32 products; this one is {dtype}")
-        auto = "mma"
-    else:
-        batch, M, N = shape
-        tiles = batch * ceil_div(M, _CONFIGS["large_tile"].tile[0]) * \
-            ceil_div(N, _CONFIGS["large_tile"].tile[1])
-        simt = "large_tile" if tiles >= 0.9 * multiprocessor_count() else "warp_tiled"
-        auto = "mma" if dtype == numpy.float16 and tensor_cores else simt
-    method = resolve_method("matmul", method, auto=auto)
+    batch, M, N, K = shape
+    if precision == "tf32" and dtype != numpy.float32:
+        raise ValueError(f"precision='tf32' applies to float32 products; this one is {dtype}")
+    method = resolve_method("matmul", method, auto="auto")
+    if method == "auto":
+        if precision == "tf32" or (dtype == numpy.float16 and tensor_cores):
+            method = "wgmma" if _has_wgmma(device) and _wgmma_fits(M, N, K) else "mma"
+        else:
+            tiles = batch * ceil_div(M, _CONFIGS["large_tile"].tile[0]) * \
+                ceil_div(N, _CONFIGS["large_tile"].tile[1])
+            method = "large_tile" if tiles >= 0.9 * multiprocessor_count() else "warp_tiled"
     if method in TENSOR_CORE_METHODS:
         if dtype not in TENSOR_CORE_C_TYPES:
             raise TypeError(f"the tensor-core rung {method!r} multiplies float16, or float32 as "
@@ -188,10 +211,21 @@ def _choose_method(method: object, dtype: numpy.dtype, precision: object, device
         if not tensor_cores:
             raise ValueError(f"the tensor-core rung {method!r} needs compute capability 8.0 or "
                              f"newer; GPU {device.id} has {device.compute_capability}")
+        if method == "wgmma" and not _has_wgmma(device):
+            raise ValueError(f"the rung 'wgmma' runs on compute capability 9.0 (Hopper, sm_90a) "
+                             f"only; GPU {device.id} has {device.compute_capability}")
+        if method == "wgmma" and not _wgmma_fits(M, N, K):
+            raise ValueError(f"the rung 'wgmma' takes M, N and K below 2**31; this product is "
+                             f"{M}x{K} @ {K}x{N}")
     elif precision == "tf32":
         raise ValueError(f"precision='tf32' runs on the tensor-core rungs {TENSOR_CORE_METHODS}, "
                          f"not on {method!r}")
     return method
+
+
+def _wgmma_fits(M: int, N: int, K: int) -> bool:
+    """The wgmma kernel indexes with 32-bit M, N, K (and TMA's coordinates are 32-bit)."""
+    return max(M, N, K) < 2**31
 
 
 def supports(method: str, dtype, precision: str = "highest") -> bool:
@@ -240,6 +274,95 @@ def _allow_shared_memory(kernel, nbytes: int) -> None:
         _SHARED_MEMORY_SET.add(id(kernel))
 
 
+def _launch_rung(method: str, a_stack, b_stack, c_stack, M: int, N: int, K: int) -> None:
+    """Launch one of the rungs of ``matmul.cu`` on (batch, rows, cols) stacks."""
+    compute = c_stack.dtype
+    batch = a_stack.shape[0]
+    config = _CONFIGS[method]
+    aligned = config.aligned_flag and _is_aligned(
+        compute, N, (a_stack, b_stack), None if method in TENSOR_CORE_METHODS else c_stack)
+    index = index_type(c_stack.size, K, *(
+        span(s) + _MARGIN * builtins.sum(abs(st) // s.itemsize for st in s.strides)
+        for s in (a_stack, b_stack)))
+    to_index = INDEX_SCALARS[index]
+    strides = [to_index(s // a_stack.itemsize) for s in a_stack.strides + b_stack.strides]
+
+    # Column tiles of C in x, row tiles in y, matrices in z. Problems past
+    # gridDim.y's or gridDim.z's 65535 go in several launches, over row ranges of one matrix
+    # at a time when M needs it (C's batch stride is M * N inside the kernel).
+    kernel = KERNELS.function(_kernel_name(method, compute, index, aligned))
+    if config.shared_mem > 48 * 1024:
+        _allow_shared_memory(kernel, config.shared_mem)
+    tile_rows, tile_cols = config.tile_for(compute)
+    rows_per_launch = MAX_GRID_YZ * tile_rows
+    if M <= rows_per_launch:
+        chunks = [(a_stack[i:i + MAX_GRID_YZ], b_stack[i:i + MAX_GRID_YZ],
+                   c_stack[i:i + MAX_GRID_YZ], M) for i in range(0, batch, MAX_GRID_YZ)]
+    else:
+        chunks = [(a_stack[i:i + 1, r:r + rows_per_launch], b_stack[i:i + 1],
+                   c_stack[i:i + 1, r:r + rows_per_launch], builtins.min(rows_per_launch, M - r))
+                  for i in range(batch) for r in range(0, M, rows_per_launch)]
+    for a_part, b_part, c_part, rows in chunks:
+        grid = (ceil_div(N, tile_cols), ceil_div(rows, tile_rows), a_part.shape[0])
+        launch(kernel, grid, config.block, (a_part, b_part, c_part, to_index(rows), to_index(N),
+                                            to_index(K), to_index(a_part.shape[0]), *strides),
+               shared_mem=config.shared_mem)
+
+
+def _tma_operand(x):
+    """``x``, a (batch, rows, cols) stack, as TMA can read it, and whether it holds a matrix per
+    batch entry. An operand broadcast over the batch (batch stride 0) keeps one matrix; one that
+    TMA cannot read as it is (a transposed view, rows not 16-byte aligned) is copied into a stack
+    whose rows are padded to 16 bytes (the kernel never reads the padding: TMA fills the columns
+    past the extent it is given with zeros)."""
+    batched = x.shape[0] > 1 and x.strides[0] != 0
+    if not batched:
+        x = x[:1]
+    if not _tensor_map.tma_compatible(x):
+        unit = 16 // x.itemsize
+        padded = _device.cupy.empty(x.shape[:2] + (ceil_div(x.shape[2], unit) * unit,), x.dtype)
+        padded = padded[:, :, :x.shape[2]]
+        padded[...] = x
+        x = padded
+    return x, batched
+
+
+def _launch_wgmma(a_stack, b_stack, c_stack, M: int, N: int, K: int) -> None:
+    """Launch the Hopper rung: tensor maps for A and B (B transposed first for TF32, whose
+    wgmma reads both operands K-major), then one launch per 65535 matrices."""
+    compute = c_stack.dtype
+    if K == 0:  # no tiles to load; TMA cannot map an empty extent
+        c_stack.fill(0)
+        return
+    if compute == numpy.float32:
+        from .transpose import transpose  # (batch, K, N) -> (batch, N, K), K contiguous
+
+        b_stack = transpose(b_stack if b_stack.strides[0] != 0 else b_stack[:1])
+    a_op, a_batched = _tma_operand(a_stack)
+    b_op, b_batched = _tma_operand(b_stack)
+    config = _CONFIGS["wgmma"]
+    tile_rows, tile_cols = config.tile
+    box_cols = 128 // c_stack.itemsize  # 128-byte rows: the swizzle span
+    # float16 B is read N-contiguous in boxes of 64 x 64; TF32's transposed B in one box of
+    # 256 rows (columns of C) per stage.
+    b_box_rows = 64 if compute == numpy.float16 else tile_cols
+    kernel = WGMMA_KERNELS.function(_kernel_name("wgmma", compute, "int"))
+    _allow_shared_memory(kernel, config.shared_mem)
+    tiles_m, tiles_n = ceil_div(M, tile_rows), ceil_div(N, tile_cols)
+    batch = c_stack.shape[0]
+    for start in range(0, batch, MAX_GRID_YZ):
+        count = builtins.min(MAX_GRID_YZ, batch - start)
+        a_part = a_op[start:start + count] if a_batched else a_op
+        b_part = b_op[start:start + count] if b_batched else b_op
+        a_map = _tensor_map.tiled_map(a_part, box_cols, tile_rows, a_batched)
+        b_map = _tensor_map.tiled_map(b_part, box_cols, b_box_rows, b_batched)
+        int32 = numpy.int32
+        launch(kernel, (tiles_m * tiles_n, count, 1), config.block,
+               (a_map, b_map, c_stack[start:start + count], int32(M), int32(N), int32(K),
+                int32(tiles_m), int32(tiles_n), int32(a_batched), int32(b_batched)),
+               shared_mem=config.shared_mem)
+
+
 def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None, precision: str = "highest"):
     """Matrix product of two GPU arrays, with NumPy's ``matmul`` semantics.
 
@@ -255,8 +378,11 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None, precision: 
         NumPy's; bool gives True where some term is True. Complex dtypes are not supported.
     method : str, optional
         A rung of ``gpukernels.methods("matmul")``, or ``"auto"``: the tensor cores for float16
-        on compute capability 8.0 and newer (and for ``precision="tf32"``), else the fastest
-        SIMT rung. The tensor-core rung ``"mma"`` takes float16, and float32 only as TF32.
+        on compute capability 8.0 and newer (and for ``precision="tf32"``), ``"wgmma"`` on 9.0
+        (Hopper) and ``"mma"`` on the others; else the fastest SIMT rung. The tensor-core rungs
+        take float16, and float32 only as TF32. ``"wgmma"`` runs on compute capability 9.0 only;
+        it copies operands whose rows are not 16-byte aligned into padded temporaries, and
+        transposes B first for TF32.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; its dtype must be one the result
         casts to under NumPy's ``same_kind`` rule.
@@ -294,7 +420,8 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None, precision: 
     _device.check_same_device(("a", a), ("b", b))
     dtype = _result_dtype(a.dtype, b.dtype)
     batch_shape, M, K, N, out_shape = matmul_shapes(a.shape, b.shape)
-    method = _choose_method(method, dtype, precision, a.device, (math.prod(batch_shape), M, N))
+    method = _choose_method(method, dtype, precision, a.device,
+                            (math.prod(batch_shape), M, N, K))
     compute = _compute_dtype(dtype, K, method)
     direct = out is not None and prepare_out(out, out_shape, dtype, a.device.id, (a, b))
 
@@ -312,36 +439,11 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None, precision: 
             c_stack = cupy.empty((math.prod(batch_shape), M, N), dtype=compute)
         a_stack = _stack(a, batch_shape, M, K, compute)
         b_stack = _stack(b, batch_shape, K, N, compute)
-        batch = a_stack.shape[0]
-        config = _CONFIGS[method]
-        aligned = config.aligned_flag and _is_aligned(
-            compute, N, (a_stack, b_stack), None if method in TENSOR_CORE_METHODS else c_stack)
-        index = index_type(c_stack.size, K, *(
-            span(s) + _MARGIN * builtins.sum(abs(st) // s.itemsize for st in s.strides)
-            for s in (a_stack, b_stack)))
-        to_index = INDEX_SCALARS[index]
-        strides = [to_index(s // a_stack.itemsize) for s in a_stack.strides + b_stack.strides]
-
-        # 3. Launch: column tiles of C in x, row tiles in y, matrices in z. Problems past
-        # gridDim.y's or gridDim.z's 65535 go in several launches, over row ranges of one matrix
-        # at a time when M needs it (C's batch stride is M * N inside the kernel).
-        kernel = KERNELS.function(_kernel_name(method, compute, index, aligned))
-        if config.shared_mem > 48 * 1024:
-            _allow_shared_memory(kernel, config.shared_mem)
-        tile_rows, tile_cols = config.tile_for(compute)
-        rows_per_launch = MAX_GRID_YZ * tile_rows
-        if M <= rows_per_launch:
-            chunks = [(a_stack[i:i + MAX_GRID_YZ], b_stack[i:i + MAX_GRID_YZ],
-                       c_stack[i:i + MAX_GRID_YZ], M) for i in range(0, batch, MAX_GRID_YZ)]
+        # 3. Launch.
+        if method == "wgmma":
+            _launch_wgmma(a_stack, b_stack, c_stack, M, N, K)
         else:
-            chunks = [(a_stack[i:i + 1, r:r + rows_per_launch], b_stack[i:i + 1],
-                       c_stack[i:i + 1, r:r + rows_per_launch], builtins.min(rows_per_launch, M - r))
-                      for i in range(batch) for r in range(0, M, rows_per_launch)]
-        for a_part, b_part, c_part, rows in chunks:
-            grid = (ceil_div(N, tile_cols), ceil_div(rows, tile_rows), a_part.shape[0])
-            launch(kernel, grid, config.block, (a_part, b_part, c_part, to_index(rows), to_index(N),
-                                                to_index(K), to_index(a_part.shape[0]), *strides),
-                   shared_mem=config.shared_mem)
+            _launch_rung(method, a_stack, b_stack, c_stack, M, N, K)
 
         # 4. Narrow: float16 results rounded once, integers truncated modulo 2^width (through
         # the unsigned type of that width, a well-defined conversion), bool counts to truth.

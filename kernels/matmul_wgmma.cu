@@ -1,0 +1,269 @@
+// matmul_wgmma.cu - the Hopper rung of matmul (rung 8, wgmma; sm_90a only). It is its own kernel
+// family because it is compiled with -arch=sm_90a, which runs on compute capability 9.0 and
+// nothing else; the host launches it there only. It shares gk_mma_store2 with rung 7.
+//
+// Operands (the host builds one CUtensorMap per operand, 3-D: columns, rows, matrices):
+//   A: (batch, M, K), K contiguous (K-major), box 128 rows x 128 bytes.
+//   B: T = gk_half: (batch, K, N), N contiguous (MN-major: wgmma reads it transposed), boxes of
+//      64 rows x 64 columns, BN / 64 of them per stage;
+//      T = float (TF32): (batch, N, K), K contiguous (K-major; TF32 has no transposed form, so the
+//      host passes B transposed), box 256 rows x 128 bytes.
+//   C: (batch, M, N) C-contiguous T; float32 sums, rounded once when T is float16.
+// Launch contract:
+//   threads per block      : 384 (3 warpgroups)                      GK_WG_THREADS
+//   block tile of C        : 128 x 256                                GK_WG_BM, GK_WG_BN
+//   grid                   : (tiles_m * tiles_n, batch, 1); blockIdx.x is a tile in groups of
+//                            GK_WG_GROUP row tiles (neighbouring blocks share panels of A and B in L2)
+//   dynamic shared memory  : GK_WG_SMEM_BYTES (STAGES x 48 KiB + 1 KiB for alignment)
+//   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
+//   M, N, K                : below 2^31 (the host checks); K > 0 (K = 0 needs no kernel).
+#include "common.cuh"
+#include "matmul_tensor.cuh"
+
+// The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by value as a
+// __grid_constant__ parameter so that TMA can read it from parameter space.
+struct alignas(64) gk_tensor_map {
+    u64 words[16];
+};
+
+constexpr int GK_WG_THREADS = 384;
+constexpr int GK_WG_BM = 128;
+constexpr int GK_WG_BN = 256;
+constexpr int GK_WG_ROW_BYTES = 128;                          // K extent of a stage: 128 bytes
+constexpr int GK_WG_A_BYTES = GK_WG_BM * GK_WG_ROW_BYTES;     // 16 KiB
+constexpr int GK_WG_B_BYTES = GK_WG_BN * GK_WG_ROW_BYTES;     // 32 KiB
+constexpr int GK_WG_STAGE_BYTES = GK_WG_A_BYTES + GK_WG_B_BYTES;
+constexpr int GK_WG_STAGES = 4;
+constexpr int GK_WG_SMEM_BYTES = GK_WG_STAGES * GK_WG_STAGE_BYTES + 1024;
+static_assert(GK_WG_SMEM_BYTES == 197632, "the host passes 4 x 48 KiB + 1 KiB (matmul.py)");
+constexpr int GK_WG_GROUP = 8;
+
+// --- inline PTX (sm_90a) -------------------------------------------------------------------------
+__device__ __forceinline__ void gk_wg_bar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Arrive once and add `bytes` to the transaction count the phase waits for (the TMA copies
+// complete it).
+__device__ __forceinline__ void gk_wg_bar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void gk_wg_bar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Wait until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void gk_wg_bar_wait(unsigned bar, unsigned parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT;\n"
+        "}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+// One box of a 3-D tensor map to shared memory; completion is reported to `bar` in bytes.
+__device__ __forceinline__ void gk_wg_tma_load(unsigned dst, const gk_tensor_map* map, int c0,
+                                               int c1, int c2, unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+        "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte
+// offsets (all in 16-byte units). K-major tiles (8 rows of 128 bytes per swizzle atom): the
+// stride offset is 1024 bytes from one group of 8 rows to the next, the leading offset unused.
+// The MN-major float16 B tile (64 columns x 64 rows per box): leading offset 8192 bytes from
+// one box (64 columns of N) to the next, stride offset 1024 bytes per 8 rows of K.
+__device__ __forceinline__ u64 gk_wg_desc(unsigned addr, unsigned leading, unsigned stride) {
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(leading >> 4) << 16) |
+           ((u64)(stride >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void gk_wg_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void gk_wg_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int PENDING>
+__device__ __forceinline__ void gk_wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across a wgmma wait.
+__device__ __forceinline__ void gk_wg_pin(float (&d)[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define GK_WG_D8(i)                                                                         \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define GK_WG_D128                                                                           \
+    GK_WG_D8(0), GK_WG_D8(8), GK_WG_D8(16), GK_WG_D8(24), GK_WG_D8(32), GK_WG_D8(40),          \
+        GK_WG_D8(48), GK_WG_D8(56), GK_WG_D8(64), GK_WG_D8(72), GK_WG_D8(80), GK_WG_D8(88),    \
+        GK_WG_D8(96), GK_WG_D8(104), GK_WG_D8(112), GK_WG_D8(120)
+#define GK_WG_REGS \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63," \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95," \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+// d += A(64 x 16, K-major) @ B(16 x 256, MN-major), float16 operands, float32 sums.
+__device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_desc, gk_half) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" GK_WG_REGS
+                 "}, %128, %129, 1, 1, 1, 0, 1;\n"
+                 : GK_WG_D128
+                 : "l"(a_desc), "l"(b_desc));
+}
+// d += A(64 x 8, K-major) @ B(8 x 256, K-major), TF32 operands (float32 bits, low 13 mantissa
+// bits ignored), float32 sums.
+__device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_desc, float) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" GK_WG_REGS
+                 "}, %128, %129, 1, 1, 1;\n"
+                 : GK_WG_D128
+                 : "l"(a_desc), "l"(b_desc));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 8 - wgmma: the 128 x 256 tile of C is computed by Hopper's warpgroup MMAs. Rung 7's
+// mma.sync does 16x8x16 per warp instruction with every fragment loaded through registers
+// (ldmatrix), and the warps also issue the cp.async copies and their address arithmetic; on an
+// H100 that stops near half of cuBLAS. Here:
+//  * The Tensor Memory Accelerator copies each stage's tiles of A and B (cp.async.bulk.tensor):
+//    one thread issues a few instructions per stage, no registers hold the data, rows and
+//    columns past M, N or K arrive as zeros (edge tiles run the same loop), and the tiles land
+//    in the 128-byte swizzled layout that wgmma reads without bank conflicts.
+//  * wgmma.mma_async: the 4 warps of a warpgroup issue one 64x256x16 (float16) or 64x256x8
+//    (TF32) product reading both operands from shared memory through descriptors; it runs
+//    asynchronously, so a warpgroup keeps one stage's products in flight while it waits for
+//    the next stage.
+//  * Warp specialisation: warpgroup 0 (its register budget lowered to 40 with setmaxnreg) only
+//    loads; warpgroups 1 and 2 (raised to 232: 128 float32 sums each) only multiply. Four
+//    stages with a "full" and an "empty" mbarrier each: the producer waits for "empty", arms
+//    "full" with the stage's byte count and issues the copies; a consumer waits for "full"
+//    and, once the products of a stage are done, arrives on its "empty".
+//  * Tiles are numbered in groups of 8 row tiles, so the blocks resident at one time share
+//    panels of A and B in L2.
+// Accumulation order is fixed (increasing k, no split-K, no atomics): results are bitwise
+// reproducible on one GPU model.
+template <typename T>
+__global__ void __launch_bounds__(GK_WG_THREADS, 1)
+    matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,
+                 const __grid_constant__ gk_tensor_map b_map, T* __restrict__ C, int M, int N,
+                 int K, int tiles_m, int tiles_n, int a_batched, int b_batched) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr bool B_MN_MAJOR = sizeof(T) == 2;
+    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 float16 or 32 TF32 per stage
+    constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 or 8 elements
+    extern __shared__ unsigned char gk_wg_smem[];
+    __shared__ __align__(8) u64 full[GK_WG_STAGES], empty[GK_WG_STAGES];
+
+    // Tile of C: groups of GK_WG_GROUP row tiles, column tiles within a group, rows fastest.
+    const int tile = blockIdx.x, per_group = GK_WG_GROUP * tiles_n;
+    const int first_m = tile / per_group * GK_WG_GROUP;
+    const int rows_here = min(tiles_m - first_m, GK_WG_GROUP);
+    const int m0 = (first_m + tile % per_group % rows_here) * GK_WG_BM;
+    const int n0 = tile % per_group / rows_here * GK_WG_BN;
+    const int matrix = blockIdx.y;
+    const int ktiles = (K + BK - 1) / BK;
+
+    // 128-byte swizzled tiles need 1024-byte aligned buffers.
+    const unsigned smem = (gk_mma_smem_addr(gk_wg_smem) + 1023u) & ~1023u;
+    const unsigned full0 = gk_mma_smem_addr(full), empty0 = gk_mma_smem_addr(empty);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < GK_WG_STAGES; ++s) {
+            gk_wg_bar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
+            gk_wg_bar_init(empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+        // Producer: one thread keeps STAGES tiles of A and B in flight.
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (threadIdx.x == 0) {
+            const int a_matrix = a_batched ? matrix : 0, b_matrix = b_batched ? matrix : 0;
+            for (int kt = 0; kt < ktiles; ++kt) {
+                const int s = kt % GK_WG_STAGES;
+                if (kt >= GK_WG_STAGES) gk_wg_bar_wait(empty0 + 8 * s, (kt / GK_WG_STAGES - 1) & 1);
+                const unsigned a_tile = smem + s * GK_WG_STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
+                const unsigned bar = full0 + 8 * s;
+                gk_wg_bar_expect(bar, GK_WG_STAGE_BYTES);
+                gk_wg_tma_load(a_tile, &a_map, kt * BK, m0, a_matrix, bar);
+                if constexpr (B_MN_MAJOR) {
+#pragma unroll
+                    for (int j = 0; j < GK_WG_BN / 64; ++j)
+                        gk_wg_tma_load(b_tile + j * 64 * GK_WG_ROW_BYTES, &b_map, n0 + 64 * j,
+                                       kt * BK, b_matrix, bar);
+                } else {
+                    gk_wg_tma_load(b_tile, &b_map, kt * BK, n0, b_matrix, bar);
+                }
+            }
+        }
+    } else {
+        // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127.
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        float d[128];
+#pragma unroll
+        for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+        const unsigned a_rows = (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
+        for (int kt = 0; kt < ktiles; ++kt) {
+            const int s = kt % GK_WG_STAGES;
+            gk_wg_bar_wait(full0 + 8 * s, (kt / GK_WG_STAGES) & 1);
+            const unsigned a_tile = smem + s * GK_WG_STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
+            gk_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < GK_WG_ROW_BYTES / K_STEP_BYTES; ++kk) {
+                const u64 a_desc = gk_wg_desc(a_tile + a_rows + kk * K_STEP_BYTES, 16, 1024);
+                const u64 b_desc =
+                    B_MN_MAJOR
+                        ? gk_wg_desc(b_tile + kk * (K_STEP_BYTES / (int)sizeof(T)) * GK_WG_ROW_BYTES,
+                                     64 * GK_WG_ROW_BYTES, 1024)
+                        : gk_wg_desc(b_tile + kk * K_STEP_BYTES, 16, 1024);
+                gk_wg_mma(d, a_desc, b_desc, T());
+            }
+            gk_wg_commit();
+            // Keep this stage's products in flight; the previous stage's are done, so its
+            // buffers go back to the producer.
+            gk_wg_wait<1>();
+            gk_wg_pin(d);
+            if (kt > 0 && threadIdx.x % 128 == 0)
+                gk_wg_bar_arrive(empty0 + 8 * ((kt - 1) % GK_WG_STAGES));
+        }
+        gk_wg_wait<0>();
+        gk_wg_pin(d);
+
+        // Epilogue: warp w of the warpgroup holds rows 16w + g and 16w + g + 8 (g = lane / 4),
+        // columns 8i + 2t, 8i + 2t + 1 (t = lane % 4) in d[4i .. 4i + 3].
+        const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+        const int g = lane >> 2, t = lane & 3;
+        T* Cb = C + (i64)matrix * M * N;
+        const bool pair = (N & 1) == 0 &&
+                          (reinterpret_cast<u64>(C) & (2 * sizeof(T) - 1)) == 0;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = m0 + (warpgroup - 1) * 64 + w * 16 + h * 8 + g;
+            if (m >= M) continue;
+            T* row = Cb + (i64)m * N;
+#pragma unroll
+            for (int i = 0; i < GK_WG_BN / 8; ++i) {
+                const int n = n0 + 8 * i + 2 * t;
+                gk_mma_store2(row + n, d[4 * i + 2 * h], d[4 * i + 2 * h + 1], n < N, n + 1 < N,
+                              pair);
+            }
+        }
+    }
+#else
+    asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0
+#endif
+}
