@@ -227,6 +227,14 @@ def test_sum_axis_errors(rng):
         gk.sum(x, axis=(0, -2))
     with pytest.raises(TypeError):
         gk.sum(x, axis=1.0)
+    # The same after axis=1 has been planned and cached for this layout (1.0 == 1 as a key).
+    gk.sum(x, axis=1)
+    gk.sum(x, axis=(0, 1))
+    for axis in (1.0, (0, 1.0), numpy.float32(1)):
+        with pytest.raises(TypeError):
+            gk.sum(x, axis=axis)
+    row_sum = float(gk.sum(x, axis=numpy.int64(1))[0])
+    assert row_sum == pytest.approx(float(cupy.sum(x[0])), rel=1e-5, abs=1e-5)
     host = cupy.asnumpy(x)
     assert_sum_matches(gk.sum(x), host)  # still usable
 

@@ -529,6 +529,16 @@ def _make_program(operation: str, op: str, x, axis: Any, dtype: Any, keepdims: b
     return result_dtype, out_shape, program, result
 
 
+def _axis_key(axis: Any):
+    """``axis`` as part of a plan's cache key: None, an int or a tuple of ints, exactly. Anything
+    else raises TypeError, so it is validated by planning on every call (``axis=1.0`` equals
+    ``axis=1`` as a key, but NumPy refuses it)."""
+    if axis is None or type(axis) is int or \
+            (type(axis) is tuple and builtins.all(type(ax) is int for ax in axis)):
+        return axis
+    raise TypeError("not a cacheable axis")
+
+
 def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str, out: Any):
     """The body shared by :func:`sum`, :func:`prod`, :func:`min` and :func:`max`."""
     op = OPERATORS[operation]
@@ -536,9 +546,11 @@ def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, metho
     x = _device.as_device_array(x, "x")
     device = x.device
     try:
-        key = (operation, x.shape, x.strides, x.dtype, axis, dtype, keepdims, method, device.id)
+        key = (operation, x.shape, x.strides, x.dtype, _axis_key(axis), dtype, keepdims, method,
+               device.id)
         planned = _PROGRAMS.get(key)
-    except TypeError:  # an unhashable axis or dtype (a list): plan every time
+    except TypeError:  # an unhashable axis or dtype (a list), or an axis of another type: plan
+        # (and validate) every time
         key, planned = None, None
     if planned is None:
         if x.strides and builtins.any(st % x.itemsize for st in x.strides):
