@@ -179,6 +179,9 @@ def test_measurement_properties():
     assert (r.family, r.axis, r.case, r.size_bytes) == ("reduce", 0, "8192x8192 axis=0", 8192**2 * 4)
     m = row("matmul", "tiled", (2, 3, 4), 1.0)
     assert (m.family, m.axis, m.case, m.size_bytes) == ("matmul", None, "2x3x4", (6 + 12) * 4)
+    # TF32 rows hold float32 data; float16 ones two bytes an element.
+    assert row("matmul", "wgmma", (2, 3, 4), 1.0, dtype="tf32").size_bytes == (6 + 12) * 4
+    assert row("matmul", "wgmma", (2, 3, 4), 1.0, dtype="float16").size_bytes == (6 + 12) * 2
 
 
 def test_select_methods():

@@ -169,7 +169,7 @@ class Measurement:
     @property
     def size_bytes(self) -> int:
         """Bytes of the input (both operands for matmul)."""
-        itemsize = numpy.dtype(self.dtype).itemsize
+        itemsize = numpy.dtype("float32" if self.dtype == TF32 else self.dtype).itemsize
         if self.operation == "matmul":
             m, k, n = self.shape
             return (m * k + k * n) * itemsize
