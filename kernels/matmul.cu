@@ -1,6 +1,8 @@
 // matmul.cu - C[b] = A[b] @ B[b] for a stack of `batch` products, A[b] M x K, B[b] K x N.
 //
-// Every rung has the same signature so one registry dispatches them by name:
+// Every rung in this file has the same signature so one registry dispatches them by name (rung
+// 8, wgmma, lives in matmul_wgmma.cu: it is compiled for sm_90a only and takes TMA tensor maps
+// for A and B instead of pointers and strides):
 //
 //   matmul_<rung><T, Index[, ...]>(A, B, C, M, N, K, batch,
 //                                 a_batch_stride, a_row_stride, a_col_stride,
