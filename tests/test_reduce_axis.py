@@ -9,6 +9,7 @@ accuracy and bitwise determinism.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 
 import numpy
@@ -19,6 +20,8 @@ from gpukernels import reference
 from gpukernels.validation import poisoned
 
 from edges_helpers import reduction_data
+
+reduction_mod = sys.modules[gk.sum.__module__]
 
 cupy = pytest.importorskip("cupy")
 
@@ -222,10 +225,12 @@ def test_2d_shapes(name, dtype, case, rng):
     check_case(name, shape, axis, dtype, rng)
 
 
-# Short rows (one thread per row), long rows split across blocks, tall and wide columns.
+# Short rows (one thread per row), long rows split across blocks, tall and wide columns; split
+# columns over several column tiles and matrices (each tile folds its splits in the same launch).
 LARGE_CASES = [((10**5, 2), 1), ((10**5, 3), 1), ((10**5, 1), 1), ((10**5, 3), 0),
                ((2, 300_000), 1), ((3, 1 << 20), 1), ((1 << 20, 3), 0), ((3, 1 << 20), 0),
-               ((1 << 20, 3), 1)]
+               ((1 << 20, 3), 1), ((8, 5000, 300), 1), ((20_000, 1000), 0),
+               ((3, 7000, 513), (0, 1))]
 
 
 @pytest.mark.usefixtures("index_width")
@@ -234,6 +239,27 @@ LARGE_CASES = [((10**5, 2), 1), ((10**5, 3), 1), ((10**5, 1), 1), ((10**5, 3), 0
 def test_short_long_tall_and_wide(name, dtype, case, rng):
     shape, axis = case
     check_case(name, shape, axis, dtype, rng)
+
+
+@pytest.mark.parametrize("case", [((1 << 20, 3), 0), ((8, 5000, 300), 1), ((20_000, 1000), 0)],
+                         ids=case_id)
+def test_split_columns_fold_in_one_launch(case, rng):
+    # Columns too few to fill the GPU are split along their rows; the column kernel folds the
+    # splits itself (a ticket per column tile), so one launch does the whole reduction, and
+    # its tickets are back at 0 for the next one.
+    from gpukernels._common import record_launches
+
+    shape, axis = case
+    x = cupy.asarray(make_data("sum", shape, numpy.float32, rng, reduced_length(shape, axis)))
+    with record_launches() as launches:
+        gk.sum(x, axis=axis)
+    family = reduction_mod.AXIS_KERNELS
+    instance_of = {id(family.function(name)): name for name in family.instances}
+    names = [instance_of.get(id(r.kernel), "?") for r in launches]
+    assert len(names) == 1 and names[0].startswith("reduce_cols_folded<"), names
+    assert launches[0].grid[1] > 1, "the plan did not split the columns"
+    check_case("sum", shape, axis, numpy.float32, rng)
+    assert not reduction_mod._one_pass_scratch()[2].any(), "a ticket was left set"
 
 
 @pytest.mark.parametrize("case", LARGE_CASES, ids=case_id)
@@ -689,7 +715,8 @@ def test_empty_axes(name, dtype, case):
 # --- determinism and accuracy -------------------------------------------------------------------
 
 DETERMINISM_CASES = [((257, 129), 0), ((257, 129), 1), ((127, 1025), 0), ((4, 33, 65), (0, 2)),
-                     ((2, 300_000), 1), ((3, 1 << 20), 1), ((1 << 20, 3), 0), ((10**5, 3), 1)]
+                     ((2, 300_000), 1), ((3, 1 << 20), 1), ((1 << 20, 3), 0), ((10**5, 3), 1),
+                     ((8, 5000, 300), 1), ((20_000, 1000), 0)]
 
 
 @pytest.mark.parametrize("case", DETERMINISM_CASES, ids=case_id)

@@ -120,7 +120,7 @@ KERNELS = _compile.register("reduce.cu", _full_instances())
 # Axis reductions (kernels/reduce_axis.cu): three kernels, each for every (input, accumulator)
 # pair above and for (accumulator, accumulator), which reads the partials of a split reduction.
 # They write the accumulator type, or the result dtype where that is one rounding away.
-AXIS_KINDS = ("rows", "short_rows", "cols")
+AXIS_KINDS = ("rows", "short_rows", "cols", "cols_folded")
 SHORT_ROW = 16  # rows up to this length get a thread each instead of a warp
 
 
@@ -244,7 +244,8 @@ _SCRATCH_ITEM = 16  # bytes per partial: room for the widest accumulator (comple
 
 
 def _one_pass_scratch() -> tuple:
-    """(counter, partials) of the current device and stream; partials is raw bytes."""
+    """(counter, partials, tickets) of the current device and stream: one_pass's block counter
+    and partials (raw bytes), and reduce_cols_folded's tickets, one per column tile."""
     cupy = _device.cupy
     key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
     scratch = _scratch.get(key)
@@ -254,7 +255,10 @@ def _one_pass_scratch() -> tuple:
             if scratch is None:
                 partials = cupy.empty(BLOCKS_PER_SM * multiprocessor_count() * _SCRATCH_ITEM,
                                       dtype=numpy.uint8)
-                scratch = _scratch[key] = (cupy.zeros(1, dtype=numpy.uint32), partials)
+                # A plan splits only while its blocks per split are under half this many (see
+                # _axis_plan), so reduce_cols_folded's column tiles always have a ticket.
+                tickets = cupy.zeros(BLOCKS_PER_SM * multiprocessor_count(), dtype=numpy.uint32)
+                scratch = _scratch[key] = (cupy.zeros(1, dtype=numpy.uint32), partials, tickets)
     return scratch
 
 
@@ -284,11 +288,11 @@ class _Program:
         return target
 
     def launch(self, family, name: str, grid: tuple, block: tuple, args: tuple) -> None:
-        """``args``: ints become int64 scalars; ``(buffer, offset)`` pairs, _COUNTER and
-        _PARTIALS are filled in when the program runs."""
+        """``args``: ints become int64 scalars; ``(buffer, offset)`` pairs, _COUNTER,
+        _PARTIALS and _TICKETS are filled in when the program runs."""
         fixed, filled = [], []
         for position, arg in enumerate(args):
-            if isinstance(arg, tuple) or arg is _COUNTER or arg is _PARTIALS:
+            if isinstance(arg, tuple) or arg in _SCRATCH_ARGS:
                 filled.append((position, arg))
                 arg = None
             elif isinstance(arg, int):
@@ -311,10 +315,10 @@ class _Program:
                 kernel.append(family.function(name))
             args = list(fixed)
             for position, arg in filled:
-                if arg is _COUNTER or arg is _PARTIALS:
+                if arg in _SCRATCH_ARGS:
                     if scratch is None:
                         scratch = _one_pass_scratch()
-                    args[position] = scratch[0] if arg is _COUNTER else scratch[1]
+                    args[position] = scratch[_SCRATCH_ARGS.index(arg)]
                 elif arg[1]:  # an element offset into a buffer
                     array = buffers[arg[0]]
                     args[position] = cupy.ndarray((1,), array.dtype,
@@ -325,10 +329,12 @@ class _Program:
         return buffers[result_index]
 
 
-# Stand-ins in a program's launch arguments for one_pass's block counter and partials (per
-# device and stream, see _one_pass_scratch).
+# Stand-ins in a program's launch arguments for one_pass's block counter and partials, and
+# reduce_cols_folded's tickets (per device and stream, see _one_pass_scratch, in that order).
 _COUNTER = object()
 _PARTIALS = object()
+_TICKETS = object()
+_SCRATCH_ARGS = (_COUNTER, _PARTIALS, _TICKETS)
 
 
 def _plan_full(program: _Program, shape: tuple, strides: tuple, method: str, op: str,
@@ -418,14 +424,21 @@ def _axis_plan(itemsize: int, B: int, K: int, R: int, k_stride: int, r_stride: i
 
 def _axis_launch(program: _Program, source: int, target: int, op: str, in_dtype, acc_dtype,
                  out_dtype, plan: tuple, B: int, K: int, R: int, batch_stride: int,
-                 k_stride: int, r_stride: int) -> None:
-    """Record the planned axis kernel: buffer ``target`` gets splits x B x K values."""
+                 k_stride: int, r_stride: int, folded: int | None = None) -> None:
+    """Record the planned axis kernel: buffer ``target`` gets splits x B x K values, or with
+    ``folded`` (a (splits, B * K) buffer for the partials; "cols" plans only) B x K values
+    from reduce_cols_folded."""
     kind, grid, block, split = plan
+    if folded is not None:
+        kind = "cols_folded"
     name = _axis_kernel_name(kind, op, in_dtype, acc_dtype, out_dtype)
     for b0 in range(0, B, MAX_GRID_YZ):  # gridDim.z: at most 65535 batches a launch
+        args = ((source, b0 * batch_stride), (target, b0 * K), K, R, batch_stride, k_stride,
+                r_stride, split, B * K)
+        if folded is not None:
+            args += ((folded, b0 * K), _TICKETS)
         program.launch(AXIS_KERNELS, name, (grid[0], grid[1], builtins.min(B - b0, MAX_GRID_YZ)),
-                       block, ((source, b0 * batch_stride), (target, b0 * K), K, R, batch_stride,
-                               k_stride, r_stride, split, B * K))
+                       block, args)
 
 
 def _plan_partial(program: _Program, source: int, shape: tuple, strides: tuple, dtype,
@@ -462,8 +475,13 @@ def _plan_partial(program: _Program, source: int, shape: tuple, strides: tuple, 
         _axis_launch(program, source, result, op, dtype, acc_dtype, out_dtype, plan, B, K, R,
                      batch_stride, k_stride, r_stride)
         return result
-    # Split: (splits, B * K) partials, then one column reduction over them (coalesced).
+    # Split: (splits, B * K) partials, folded in the same launch by the column kernel, or by one
+    # column reduction over them (coalesced) after the row kernel.
     partials = program.allocate((splits, B * K), acc_dtype)
+    if plan[0] == "cols":
+        _axis_launch(program, source, result, op, dtype, acc_dtype, out_dtype, plan, B, K, R,
+                     batch_stride, k_stride, r_stride, folded=partials)
+        return result
     _axis_launch(program, source, partials, op, dtype, acc_dtype, acc_dtype, plan, B, K, R,
                  batch_stride, k_stride, r_stride)
     fold = _axis_plan(acc_dtype.itemsize, 1, B * K, splits, 1, B * K, may_split=False)
