@@ -232,6 +232,149 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 }
 
 // ---------------------------------------------------------------------------------------------
+// Rung 4, shifted words - the vector rung's kernel for 1- and 2-byte elements when rows are not
+// whole words (8191 x 8193 int8: each input row and each output row starts at its own offset
+// within a 4-byte word). transpose_vector then falls back to V = 1, one element per access,
+// which caps these at 0.46 (int8) and 0.72 (float16) of a copy on an H100: the load/store
+// units, not DRAM, set the pace. Here every interior global access is an aligned 4-byte word
+// again, whatever the offsets:
+//  * Load: a warp reads one input row's 128-byte stretch of the tile as the 33 aligned words
+//    that cover it (lane i word i, lane 31 also word 32) and funnel-shifts each pair of
+//    neighbouring words (__shfl_down) by the row's offset, giving the stretch as 32 words in
+//    the row of the shared tile.
+//  * Store: output row j's segment starts on a 32-byte sector boundary (SKEW, as above: the
+//    tile stages SECTOR - 1 extra input rows, and one extra tile row covers the start), so its
+//    words are aligned; lane k assembles words k and k + 32 from the W = 4 / sizeof(T) input
+//    rows each covers (shared-memory element reads) and writes them whole.
+//  * Shared tile: STAGED rows of 32 words; word c of row r is stored at c ^ ((r / W) % 32),
+//    so the row-wise stores and the column-wise element reads (rows f + W k + m across the
+//    lanes k) both hit 32 distinct banks.
+// The tile is 128 bytes of input columns by 256 bytes of output (256 int8 or 128 float16
+// rows, plus 31 or 15 staged). Edges: words past a row's last column are assembled from
+// element loads, and output words not wholly inside the output row from element stores.
+// Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with
+// 256 threads: grid (ceil(cols / TC), row tiles + 1 (grid-stride), batch).
+// Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.61, against 0.45 for
+// transpose_vector with V = 1; float16 0.65, against 0.72, so the host launches it for 1-byte
+// items only. Short of the 0.9 that whole-word accesses reach on aligned shapes: each output
+// word still takes W shared-memory element reads, and each tile stages 31 extra rows.
+// ---------------------------------------------------------------------------------------------
+// Aligned word i of a row stretch that starts `shift` bytes into a word: the stretch's bytes
+// [4i - shift, 4i - shift + 4), of which the first `valid` exist in this tile. Read as one word
+// if all it holds is in the tile, or (not at the right edge) in the row's next columns; a tail
+// word at the row's end is assembled from element reads, so no read passes the array's end.
+template <typename T>
+__device__ __forceinline__ unsigned gk_shifted_word(const unsigned char* start, int shift, int i,
+                                                    int valid, bool right_edge) {
+    const int first = 4 * i - shift;
+    if (first >= valid) return 0u;
+    if (first + 3 < valid || !right_edge) {
+        return reinterpret_cast<const unsigned*>(start - shift)[i];
+    }
+    unsigned value = 0;
+    for (int b = first < 0 ? -first : 0; b < 4 && first + b < valid; b += (int)sizeof(T)) {
+        const T element = *reinterpret_cast<const T*>(start + first + b);
+        value |= (unsigned)element << (8 * b);
+    }
+    return value;
+}
+
+template <typename T, typename Index>  // T: unsigned char or unsigned short
+__global__ void __launch_bounds__(256)
+transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+                         Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2, "1- and 2-byte elements");
+    constexpr int E = sizeof(T), W = 4 / E;  // bytes per element, elements per word
+    constexpr int TC = 128 / E;              // input columns per tile (128 bytes)
+    constexpr int TR = 256 / E;              // input rows per tile (256 bytes of an output row)
+    constexpr int SECTOR = 32 / E;           // elements per 32-byte sector
+    constexpr int STAGED = TR + SECTOR - 1;
+    constexpr int WARPS = 8;
+    constexpr int LOAD_ROWS = 8;             // row stretches a warp loads at once
+    __shared__ unsigned tile[STAGED * 32];
+    const T* tile_elements = reinterpret_cast<const T*>(tile);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
+    const Index c0 = (Index)blockIdx.x * TC;
+    const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
+    const int nbytes = ncols * E;  // bytes of an input row inside this tile
+    const bool right_edge = ncols < TC || c0 + TC == cols;
+    const Index row_tiles = (rows + TR - 1) / TR + 1;
+    for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
+        const Index r0 = (tile_row - 1) * TR;  // first staged input row, may be negative
+        // Load: warp w stages rows w, w + 8, ..., LOAD_ROWS rows at a time: all their loads are
+        // issued before any is used, so each warp keeps LOAD_ROWS row stretches in flight.
+        // Lane i ends with bytes [4i, 4i + 4) of a row's stretch.
+        for (int r_first = warp; r_first < STAGED; r_first += WARPS * LOAD_ROWS) {
+            unsigned low[LOAD_ROWS], high[LOAD_ROWS];
+            int shift[LOAD_ROWS];
+#pragma unroll
+            for (int u = 0; u < LOAD_ROWS; ++u) {
+                const int r = r_first + u * WARPS;
+                const Index row = r0 + r;
+                low[u] = high[u] = 0u;
+                shift[u] = 0;
+                if (r < STAGED && row >= 0 && row < rows) {  // uniform over the warp
+                    const unsigned char* start =
+                        reinterpret_cast<const unsigned char*>(in + row * in_row_stride + c0);
+                    shift[u] = (int)(reinterpret_cast<u64>(start) & 3);
+                    // Aligned word i holds the stretch's bytes [4i - shift, 4i - shift + 4),
+                    // read whole unless it is a tail word at the row's end (element reads).
+                    low[u] = gk_shifted_word<T>(start, shift[u], lane, nbytes, right_edge);
+                    if (lane == 31 && shift[u]) {
+                        high[u] = gk_shifted_word<T>(start, shift[u], 32, nbytes, right_edge);
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < LOAD_ROWS; ++u) {
+                const int r = r_first + u * WARPS;
+                const unsigned next = __shfl_down_sync(0xffffffffu, low[u], 1);
+                const unsigned word = __funnelshift_r(low[u], lane == 31 ? high[u] : next,
+                                                      8 * shift[u]);
+                if (r < STAGED) tile[r * 32 + (lane ^ ((r / W) & 31))] = word;
+            }
+        }
+        __syncthreads();
+        // Store: warp w writes output rows (input columns) jl = w, w + 8, ... of the tile. The
+        // row's segment starts f elements into the staged rows, where out_row + r0 + f is the
+        // first sector boundary; lane k writes its words k and k + 32.
+        for (int jl = warp; jl < ncols; jl += WARPS) {
+            T* out_row = out + (c0 + jl) * rows;
+            const u64 segment_address = reinterpret_cast<u64>(out_row) + (u64)(r0 * E);
+            const int f = (int)(((0ull - segment_address) & 31) / E);
+            const int column_word = (jl * E) / 4, column_offset = (jl * E) % 4;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int first = f + W * (lane + 32 * h);  // staged row of the word's first element
+                unsigned value = 0;
+#pragma unroll
+                for (int m = 0; m < W; ++m) {
+                    const int r = first + m;
+                    const int slot = r * 32 + (column_word ^ ((r / W) & 31));
+                    const T element = tile_elements[(slot * 4 + column_offset) / E];
+                    value |= (unsigned)element << (8 * E * m);
+                }
+                const Index out_col = r0 + first;  // the input row of the word's first element
+                if (out_col >= 0 && out_col + W <= rows) {
+                    *reinterpret_cast<unsigned*>(out_row + out_col) = value;
+                } else {
+#pragma unroll
+                    for (int m = 0; m < W; ++m) {
+                        if (out_col + m >= 0 && out_col + m < rows) {
+                            out_row[out_col + m] = (T)(value >> (8 * E * m));
+                        }
+                    }
+                }
+            }
+        }
+        if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Reference copies for the benchmark (not rungs): the row and column copies of the bandwidth
 // study, launched in its 16 x 16 blocks. copy_row reads and writes along rows, copy_col along
 // columns. They show what one element per thread costs in either order; the naive rungs, whose

@@ -17,7 +17,7 @@ import pytest
 
 import gpukernels as gk
 import gpukernels.benchmark  # noqa: F401  (registers timing.cu, the benchmark's hold kernel)
-from gpukernels import _compile
+from gpukernels import _compile, introspect
 
 pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
 
@@ -173,7 +173,8 @@ def test_instances_name_only_registered_rungs():
         for instance in _compile.FAMILIES[filename].instances:
             if not instance.startswith(prefix):
                 continue  # e.g. transpose.cu's copy ceilings
-            rung = instance[len(prefix):instance.index("<")]
+            rung = introspect._rung_named(instance[len(prefix):instance.index("<")],
+                                          gk.methods(op))
             assert rung in gk.methods(op), instance
 
 

@@ -244,19 +244,67 @@ _INT_BY_SIZE = {1: numpy.uint8, 2: numpy.uint16, 4: numpy.uint32, 8: numpy.uint6
 @pytest.mark.parametrize("batch", [1, 3])
 def test_transpose_vector_every_instance(itemsize, config, skew, shape, batch, rng):
     from gpukernels._common import record_launches
+    from gpukernels.ops import transpose as ops
     dtype = _INT_BY_SIZE[itemsize]
     full = (batch, *shape) if batch > 1 else shape
-    host = reference.random_array(full, dtype, rng)
-    x = cupy.asarray(host)
+    if config[0] == 1 and itemsize in ops.SHIFTED_TILES:
+        # Contiguous rows of 1- and 2-byte items go to transpose_vector_shifted; V = 1 serves
+        # the strided columns (every other column of a wider array).
+        wide = reference.random_array((*full[:-1], 2 * full[-1]), dtype, rng)
+        host, x = wide[..., ::2], cupy.asarray(wide)[..., ::2]
+    else:
+        host = reference.random_array(full, dtype, rng)
+        x = cupy.asarray(host)
     out = poisoned(reference.transpose(host).shape, dtype)
     with record_launches() as launches:
         got = gk.transpose(x, method="vector", out=out)
     assert_same_bits(got, reference.transpose(host), f"{config} skew={skew}")
-    from gpukernels.ops import transpose as ops
     launched = ops._launched_config(itemsize, config, skew)
     expected = {id(ops.KERNELS.function(ops._vector_name(itemsize, index, launched, skew)))
                 for index in ("int", "long long")}
     assert launches and all(id(record.kernel) in expected for record in launches)
+
+
+# transpose_vector_shifted: tiles of 256 x 128 int8 (input rows x columns), SKEW rows of up to
+# 31, 4-byte words. Shapes around every tile and word edge.
+SHIFTED_SHAPES = [(1, 1), (1, 3), (3, 1), (5, 7), (31, 33), (33, 31), (129, 65), (255, 129),
+                  (257, 127), (300, 67), (513, 385), (1000, 1001)]
+SHIFTED_VIEWS = {
+    "contiguous": lambda base, shape: base[:shape[0], :shape[1]],
+    "offset": lambda base, shape: base[1:shape[0] + 1, 1:shape[1] + 1],
+    "padded": lambda base, shape: base[:shape[0], 3:shape[1] + 3],
+    "reversed-rows": lambda base, shape: base[:shape[0], :shape[1]][::-1],
+}
+
+
+@pytest.mark.parametrize("view", list(SHIFTED_VIEWS))
+@pytest.mark.parametrize("shape", SHIFTED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", [numpy.uint8, numpy.float16], ids=["int8", "float16"])
+def test_transpose_vector_odd_rows(dtype, shape, view, rng):
+    # int8 goes to transpose_vector_shifted, float16 to transpose_vector with V = 1.
+    from gpukernels._common import record_launches
+    from gpukernels.ops import transpose as ops
+    base = reference.random_array((shape[0] + 2, shape[1] + 5), dtype, rng)
+    host = SHIFTED_VIEWS[view](base, shape)
+    x = SHIFTED_VIEWS[view](cupy.asarray(base), shape)
+    out = poisoned((shape[1], shape[0]), dtype)
+    with record_launches() as launches:
+        got = gk.transpose(x, method="vector", out=out)
+    assert_same_bits(got, host.T, f"{shape} {view}")
+    itemsize = numpy.dtype(dtype).itemsize
+    if itemsize in ops.SHIFTED_TILES and (shape[0] % 4 or shape[1] % 4 or view != "contiguous"):
+        shifted = {id(ops.KERNELS.function(ops._shifted_name(itemsize, index)))
+                   for index in ("int", "long long")}
+        assert [id(r.kernel) in shifted for r in launches] == [True], launches
+
+
+@pytest.mark.parametrize("dtype", [numpy.uint8, numpy.float16], ids=["int8", "float16"])
+def test_transpose_vector_odd_stacks_and_sizes(dtype, rng):
+    # A stack of three odd matrices (one launch, blockIdx.z) and the benchmark's odd shape.
+    for shape in ((3, 257, 385), (8191, 8193)):
+        host = reference.random_array(shape, dtype, rng)
+        got = gk.transpose(cupy.asarray(host), method="vector")
+        assert_same_bits(got, reference.transpose(host), f"{shape}")
 
 
 @pytest.mark.parametrize("offset", [1, 4, 16])

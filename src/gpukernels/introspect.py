@@ -791,11 +791,23 @@ def _with(info: RungInfo, **changes) -> RungInfo:
     return replace(info, **changes)
 
 
+def _rung_named(kernel: str, ladder: tuple[str, ...]) -> str | None:
+    """The rung a kernel name (without its family prefix) belongs to: the rung itself, or a
+    variant ``<rung>_<variant>`` of it (``vector_shifted`` is the vector rung's kernel for
+    unaligned 1- and 2-byte rows); the longest match wins (``naive_col`` over ``naive``)."""
+    if kernel in ladder:
+        return kernel
+    variants = [rung for rung in ladder if kernel.startswith(rung + "_")]
+    return max(variants, key=len) if variants else None
+
+
 def _rung_of(operation: str, launches: Sequence[LaunchInfo], ladder: tuple[str, ...]) -> str:
     """The rung whose kernel a launch list starts with."""
     prefix = Path(_source_file(operation)).stem + "_"
     for launch in launches:
         name = launch.instance.split("<", 1)[0]
-        if name.startswith(prefix) and name[len(prefix):] in ladder:
-            return name[len(prefix):]
+        if name.startswith(prefix):
+            rung = _rung_named(name[len(prefix):], ladder)
+            if rung:
+                return rung
     raise LookupError(f"no launch of a {operation} rung was recorded")

@@ -53,8 +53,12 @@ VECTOR_CONFIGS = {
 #: :func:`_tall`.
 SKEW_SCALAR_CONFIGS = {1: (32, 8, 4), 2: (32, 16, 2), 4: (32, 32, 8), 8: (32, 16, 4), 16: (32, 8, 2)}
 SECTOR_BYTES = 32  # the unit of DRAM access: an output row starting inside one needs SKEW
-
-
+#: transpose_vector_shifted, for 1-byte items whose rows are not whole words (where
+#: transpose_vector would fall back to V = 1): (rows, cols) of input per tile, 256 threads.
+#: 8191x8193 on an H100: int8 0.61 of a copy against 0.45 with V = 1; float16 0.65 against
+#: 0.72, so 2-byte items keep V = 1 (benchmarks/NOTES.md, item 29).
+SHIFTED_TILES = {1: (256, 128)}
+SHIFTED_THREADS = 256
 
 
 #: Largest static shared memory a SKEW tile may take when it is made taller (TALL > 1).
@@ -92,6 +96,10 @@ def _vector_name(itemsize: int, index: str, config: tuple[int, int, int], skew: 
             f"{'true' if skew else 'false'}, {_tall(itemsize, config, skew)}>")
 
 
+def _shifted_name(itemsize: int, index: str) -> str:
+    return f"transpose_vector_shifted<{CARRIERS[itemsize]}, {index}>"
+
+
 def _kernel_name(method: str, itemsize: int, index: str) -> str:
     carrier = CARRIERS[itemsize]
     if method == "shared":
@@ -109,6 +117,7 @@ KERNELS = _compile.register("transpose.cu", [
     *dict.fromkeys(_vector_name(size, index, _launched_config(size, config, skew), skew)
                    for size, configs in VECTOR_CONFIGS.items() for config in configs
                    for index in INDEX_SCALARS for skew in (False, True)),
+    *(_shifted_name(size, index) for size in SHIFTED_TILES for index in INDEX_SCALARS),
     *(_ceiling_name(kind, size, index)
       for kind in ("row", "col") for size in CARRIERS for index in INDEX_SCALARS),
 ])
@@ -171,6 +180,13 @@ def _kernel_for(chunk_in, chunk_out, rows: int, cols: int, method: str, index: s
     itemsize, batch = chunk_in.itemsize, chunk_in.shape[0]
     if method == "vector":
         config, skew = _vector_plan(chunk_in, chunk_out, rows, cols)
+        if config[0] == 1 and itemsize in SHIFTED_TILES and \
+                (chunk_in.strides[2] == itemsize or cols == 1):
+            # Rows that are not whole words: 4-byte words with per-row shifts, not V = 1.
+            tile_rows, tile_cols = SHIFTED_TILES[itemsize]
+            grid = (ceil_div(cols, tile_cols), min(ceil_div(rows, tile_rows) + 1, MAX_GRID_YZ),
+                    min(batch, MAX_GRID_YZ))
+            return KERNELS.function(_shifted_name(itemsize, index)), grid, (SHIFTED_THREADS, 1, 1)
         grid, block = _launch_config(method, rows, cols, batch, itemsize, config, skew)
         return KERNELS.function(_vector_name(itemsize, index, config, skew)), grid, block
     grid, block = _launch_config(method, rows, cols, batch, itemsize)
