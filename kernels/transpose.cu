@@ -235,29 +235,36 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // Rung 4, shifted words - the vector rung's kernel for 1- and 2-byte elements when rows are not
 // whole words (8191 x 8193 int8: each input row and each output row starts at its own offset
 // within a 4-byte word). transpose_vector then falls back to V = 1, one element per access,
-// which caps these at 0.46 (int8) and 0.72 (float16) of a copy on an H100: the load/store
+// which caps these at 0.45 (int8) and 0.72 (float16) of a copy on an H100: the load/store
 // units, not DRAM, set the pace. Here every interior global access is an aligned 4-byte word
-// again, whatever the offsets:
+// again, whatever the offsets, and shared memory is read and written in whole words too:
 //  * Load: a warp reads one input row's 128-byte stretch of the tile as the 33 aligned words
 //    that cover it (lane i word i, lane 31 also word 32) and funnel-shifts each pair of
-//    neighbouring words (__shfl_down) by the row's offset, giving the stretch as 32 words in
-//    the row of the shared tile.
+//    neighbouring words (__shfl_down) by the row's offset: lane i then holds bytes
+//    [4i, 4i + 4) of the stretch, W = 4 / sizeof(T) elements of W columns. A warp loads W
+//    consecutive rows at a time, LOAD_GROUPS such groups before using any, so each lane ends
+//    with a W x W block of elements and transposes it in registers (byte or half-word
+//    permutes): one word per column, holding W consecutive rows.
+//  * Shared tile, column-major: the staged rows of tile column c are the word string
+//    tile[c * PITCH ...], rows W q to W q + W - 1 in word q. PITCH is odd, and lanes store
+//    their W column words in a rotated order (lane i starts with word (i / (32 / W)) % W), so
+//    the 32 words a warp stores at once fall in 32 distinct banks.
 //  * Store: output row j's segment starts on a 32-byte sector boundary (SKEW, as above: the
-//    tile stages SECTOR - 1 extra input rows, and one extra tile row covers the start), so its
-//    words are aligned; lane k assembles words k and k + 32 from the W = 4 / sizeof(T) input
-//    rows each covers (shared-memory element reads) and writes them whole.
-//  * Shared tile: STAGED rows of 32 words; word c of row r is stored at c ^ ((r / W) % 32),
-//    so the row-wise stores and the column-wise element reads (rows f + W k + m across the
-//    lanes k) both hit 32 distinct banks.
-// The tile is 128 bytes of input columns by 256 bytes of output (256 int8 or 128 float16
-// rows, plus 31 or 15 staged). Edges: words past a row's last column are assembled from
-// element loads, and output words not wholly inside the output row from element stores.
+//    tile stages SECTOR - 1 extra input rows, and one extra tile row covers the start), f
+//    elements into the staged rows. Lane k reads words k and k + 32 of column j's string from
+//    the word holding row f on (consecutive words: no bank conflicts), and a funnel shift with
+//    the next lane's words by f's offset within a word gives output words k and k + 32,
+//    aligned and written whole.
+// The tile is 128 bytes of input columns by 256 bytes of output rows (256 x 128 int8 or
+// 128 x 64 float16, plus 31 or 15 staged rows). Edges: words past a row's last column are
+// assembled from element loads, and output words not wholly inside the output row from element
+// stores; tiles wholly inside the matrix take a path without those checks, with all
+// LOAD_GROUPS * W row loads of a batch issued back to back. MIN_BLOCKS bounds registers so
+// that enough blocks fit on an SM (int8: 4, float16: 8).
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with
 // 256 threads: grid (ceil(cols / TC), row tiles + 1 (grid-stride), batch).
-// Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.61, against 0.45 for
-// transpose_vector with V = 1; float16 0.65, against 0.72, so the host launches it for 1-byte
-// items only. Short of the 0.9 that whole-word accesses reach on aligned shapes: each output
-// word still takes W shared-memory element reads, and each tile stages 31 extra rows.
+// Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.79 and float16 0.89,
+// against 0.45 and 0.72 with V = 1 (benchmarks/NOTES.md, item 30).
 // ---------------------------------------------------------------------------------------------
 // Aligned word i of a row stretch that starts `shift` bytes into a word: the stretch's bytes
 // [4i - shift, 4i - shift + 4), of which the first `valid` exist in this tile. Read as one word
@@ -279,21 +286,45 @@ __device__ __forceinline__ unsigned gk_shifted_word(const unsigned char* start, 
     return value;
 }
 
-template <typename T, typename Index>  // T: unsigned char or unsigned short
-__global__ void __launch_bounds__(256)
+// Column n of a W x W block whose rows are the words rows[0..W-1]: element m of the result is
+// element n of rows[m].
+template <int W>
+__device__ __forceinline__ unsigned gk_block_column(const unsigned (&rows)[W], int n) {
+    if (W == 4) {  // bytes: pair rows 0, 1 and rows 2, 3, then join the pairs
+        const unsigned pick = 0x40u + 0x11u * (unsigned)n;  // byte n of x, byte n of y
+        return __byte_perm(__byte_perm(rows[0], rows[1], pick),
+                           __byte_perm(rows[2 % W], rows[3 % W], pick), 0x5410u);
+    }
+    return __byte_perm(rows[0], rows[1 % W], 0x5410u + 0x2222u * (unsigned)n);  // half-words
+}
+
+// Blocks of 256 threads an SM holds at most: MIN_BLOCKS is capped by it, since a bound past it
+// is out of range for ptxas (2048 threads per SM on sm_80, sm_90 and sm_100, 1024 on sm_75,
+// 1536 on the others).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 750
+#define GK_MAX_BLOCKS_OF_256 4
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ != 900 && __CUDA_ARCH__ != 1000
+#define GK_MAX_BLOCKS_OF_256 6
+#else
+#define GK_MAX_BLOCKS_OF_256 8
+#endif
+
+template <typename T, typename Index, int LOAD_GROUPS, int MIN_BLOCKS>  // T: 1 or 2 bytes
+__global__ void __launch_bounds__(256, MIN_BLOCKS < GK_MAX_BLOCKS_OF_256 ? MIN_BLOCKS
+                                                                         : GK_MAX_BLOCKS_OF_256)
 transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
                          Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
     static_assert(sizeof(T) == 1 || sizeof(T) == 2, "1- and 2-byte elements");
     constexpr int E = sizeof(T), W = 4 / E;  // bytes per element, elements per word
     constexpr int TC = 128 / E;              // input columns per tile (128 bytes)
     constexpr int TR = 256 / E;              // input rows per tile (256 bytes of an output row)
-    constexpr int SECTOR = 32 / E;           // elements per 32-byte sector
-    constexpr int STAGED = TR + SECTOR - 1;
+    constexpr int WORDS = (256 + 32) / 4;    // words of a staged column: TR + SECTOR rows
+    constexpr int PITCH = WORDS | 1;         // odd: see the bank note above
     constexpr int WARPS = 8;
-    constexpr int LOAD_ROWS = 8;             // row stretches a warp loads at once
-    __shared__ unsigned tile[STAGED * 32];
-    const T* tile_elements = reinterpret_cast<const T*>(tile);
+    constexpr bool EVEN = WORDS % (WARPS * LOAD_GROUPS) == 0;  // every batch of groups is whole
+    __shared__ unsigned tile[TC * PITCH];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int rotation = (lane / (32 / W)) % W;
 
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
     out += (Index)blockIdx.z * cols * rows;
@@ -304,67 +335,93 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
     const Index row_tiles = (rows + TR - 1) / TR + 1;
     for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
         const Index r0 = (tile_row - 1) * TR;  // first staged input row, may be negative
-        // Load: warp w stages rows w, w + 8, ..., LOAD_ROWS rows at a time: all their loads are
-        // issued before any is used, so each warp keeps LOAD_ROWS row stretches in flight.
-        // Lane i ends with bytes [4i, 4i + 4) of a row's stretch.
-        for (int r_first = warp; r_first < STAGED; r_first += WARPS * LOAD_ROWS) {
-            unsigned low[LOAD_ROWS], high[LOAD_ROWS];
-            int shift[LOAD_ROWS];
+        const bool interior = !right_edge && r0 >= 0 && r0 + WORDS * W <= rows;
+        // Load: warp w stages row groups w, w + 8, ...: rows W g to W g + W - 1 of group g.
+        for (int g_first = warp; g_first < WORDS; g_first += WARPS * LOAD_GROUPS) {
+            unsigned low[LOAD_GROUPS][W], high[LOAD_GROUPS][W];  // word lane, and word 32
+            int shift[LOAD_GROUPS][W];
+            if (interior) {  // every row inside the matrix and every word whole: no checks
 #pragma unroll
-            for (int u = 0; u < LOAD_ROWS; ++u) {
-                const int r = r_first + u * WARPS;
-                const Index row = r0 + r;
-                low[u] = high[u] = 0u;
-                shift[u] = 0;
-                if (r < STAGED && row >= 0 && row < rows) {  // uniform over the warp
-                    const unsigned char* start =
-                        reinterpret_cast<const unsigned char*>(in + row * in_row_stride + c0);
-                    shift[u] = (int)(reinterpret_cast<u64>(start) & 3);
-                    // Aligned word i holds the stretch's bytes [4i - shift, 4i - shift + 4),
-                    // read whole unless it is a tail word at the row's end (element reads).
-                    low[u] = gk_shifted_word<T>(start, shift[u], lane, nbytes, right_edge);
-                    if (lane == 31 && shift[u]) {
-                        high[u] = gk_shifted_word<T>(start, shift[u], 32, nbytes, right_edge);
+                for (int u = 0; u < LOAD_GROUPS; ++u) {
+#pragma unroll
+                    for (int m = 0; m < W; ++m) {
+                        const Index row = r0 + (g_first + u * WARPS) * W + m;
+                        const unsigned char* start =
+                            reinterpret_cast<const unsigned char*>(in + row * in_row_stride + c0);
+                        shift[u][m] = (int)(reinterpret_cast<u64>(start) & 3);
+                        const unsigned* words = reinterpret_cast<const unsigned*>(start - shift[u][m]);
+                        low[u][m] = words[lane];
+                        high[u][m] = (lane == 31 && shift[u][m]) ? words[32] : 0u;
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < LOAD_GROUPS; ++u) {
+#pragma unroll
+                    for (int m = 0; m < W; ++m) {
+                        const int r = (g_first + u * WARPS) * W + m;
+                        const Index row = r0 + r;
+                        low[u][m] = high[u][m] = 0u;
+                        shift[u][m] = 0;
+                        if ((EVEN || r < WORDS * W) && row >= 0 && row < rows) {  // uniform
+                            const unsigned char* start =
+                                reinterpret_cast<const unsigned char*>(in + row * in_row_stride + c0);
+                            shift[u][m] = (int)(reinterpret_cast<u64>(start) & 3);
+                            low[u][m] = gk_shifted_word<T>(start, shift[u][m], lane, nbytes,
+                                                           right_edge);
+                            if (lane == 31 && shift[u][m]) {
+                                high[u][m] = gk_shifted_word<T>(start, shift[u][m], 32, nbytes,
+                                                                right_edge);
+                            }
+                        }
                     }
                 }
             }
 #pragma unroll
-            for (int u = 0; u < LOAD_ROWS; ++u) {
-                const int r = r_first + u * WARPS;
-                const unsigned next = __shfl_down_sync(0xffffffffu, low[u], 1);
-                const unsigned word = __funnelshift_r(low[u], lane == 31 ? high[u] : next,
-                                                      8 * shift[u]);
-                if (r < STAGED) tile[r * 32 + (lane ^ ((r / W) & 31))] = word;
+            for (int u = 0; u < LOAD_GROUPS; ++u) {
+                const int g = g_first + u * WARPS;
+                if (!EVEN && g >= WORDS) break;  // uniform over the warp
+                unsigned block[W];  // block[m]: bytes [4 lane, 4 lane + 4) of row W g + m
+#pragma unroll
+                for (int m = 0; m < W; ++m) {
+                    const unsigned next = __shfl_down_sync(0xffffffffu, low[u][m], 1);
+                    block[m] = __funnelshift_r(low[u][m], lane == 31 ? high[u][m] : next,
+                                               8 * shift[u][m]);
+                }
+#pragma unroll
+                for (int s = 0; s < W; ++s) {
+                    const int n = (s + rotation) % W;  // tile column W lane + n
+                    tile[(W * lane + n) * PITCH + g] = gk_block_column<W>(block, n);
+                }
             }
         }
         __syncthreads();
-        // Store: warp w writes output rows (input columns) jl = w, w + 8, ... of the tile. The
-        // row's segment starts f elements into the staged rows, where out_row + r0 + f is the
-        // first sector boundary; lane k writes its words k and k + 32.
+        // Store: warp w writes output rows (tile columns) jl = w, w + 8, ... Output word k of
+        // the row's segment holds staged rows f + W k to f + W k + W - 1: bytes [E f + 4 k,
+        // E f + 4 k + 4) of the column's string.
         for (int jl = warp; jl < ncols; jl += WARPS) {
             T* out_row = out + (c0 + jl) * rows;
             const u64 segment_address = reinterpret_cast<u64>(out_row) + (u64)(r0 * E);
             const int f = (int)(((0ull - segment_address) & 31) / E);
-            const int column_word = (jl * E) / 4, column_offset = (jl * E) % 4;
+            const int bits = 8 * E * (f % W);  // f's offset within its word, in bits
+            const unsigned* column = tile + jl * PITCH + f / W;
+            const unsigned first = column[lane], second = column[32 + lane];
+            const unsigned after = (lane == 31 && bits) ? column[64] : 0u;
+            const unsigned first_next = __shfl_sync(0xffffffffu, first, (lane + 1) & 31);
+            const unsigned second_next = __shfl_sync(0xffffffffu, second, (lane + 1) & 31);
+            const unsigned words[2] = {
+                __funnelshift_r(first, lane < 31 ? first_next : second_next, bits),
+                __funnelshift_r(second, lane < 31 ? second_next : after, bits)};
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int first = f + W * (lane + 32 * h);  // staged row of the word's first element
-                unsigned value = 0;
-#pragma unroll
-                for (int m = 0; m < W; ++m) {
-                    const int r = first + m;
-                    const int slot = r * 32 + (column_word ^ ((r / W) & 31));
-                    const T element = tile_elements[(slot * 4 + column_offset) / E];
-                    value |= (unsigned)element << (8 * E * m);
-                }
-                const Index out_col = r0 + first;  // the input row of the word's first element
-                if (out_col >= 0 && out_col + W <= rows) {
-                    *reinterpret_cast<unsigned*>(out_row + out_col) = value;
+                const Index out_col = r0 + f + W * (lane + 32 * h);  // input row of its first element
+                if (interior || (out_col >= 0 && out_col + W <= rows)) {
+                    *reinterpret_cast<unsigned*>(out_row + out_col) = words[h];
                 } else {
 #pragma unroll
                     for (int m = 0; m < W; ++m) {
                         if (out_col + m >= 0 && out_col + m < rows) {
-                            out_row[out_col + m] = (T)(value >> (8 * E * m));
+                            out_row[out_col + m] = (T)(words[h] >> (8 * E * m));
                         }
                     }
                 }

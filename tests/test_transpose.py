@@ -265,8 +265,9 @@ def test_transpose_vector_every_instance(itemsize, config, skew, shape, batch, r
     assert launches and all(id(record.kernel) in expected for record in launches)
 
 
-# transpose_vector_shifted: tiles of 256 x 128 int8 (input rows x columns), SKEW rows of up to
-# 31, 4-byte words. Shapes around every tile and word edge.
+# transpose_vector_shifted: tiles of 256 x 128 int8 or 128 x 64 float16 (input rows x columns),
+# SKEW rows of up to 31 or 15, 4-byte words. Shapes around every tile and word edge; from
+# (513, 385) on, tiles wholly inside the matrix take the kernel's unchecked path.
 SHIFTED_SHAPES = [(1, 1), (1, 3), (3, 1), (5, 7), (31, 33), (33, 31), (129, 65), (255, 129),
                   (257, 127), (300, 67), (513, 385), (1000, 1001)]
 SHIFTED_VIEWS = {
@@ -281,7 +282,7 @@ SHIFTED_VIEWS = {
 @pytest.mark.parametrize("shape", SHIFTED_SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", [numpy.uint8, numpy.float16], ids=["int8", "float16"])
 def test_transpose_vector_odd_rows(dtype, shape, view, rng):
-    # int8 goes to transpose_vector_shifted, float16 to transpose_vector with V = 1.
+    # Rows that are not whole 4-byte words go to transpose_vector_shifted.
     from gpukernels._common import record_launches
     from gpukernels.ops import transpose as ops
     base = reference.random_array((shape[0] + 2, shape[1] + 5), dtype, rng)
@@ -292,7 +293,8 @@ def test_transpose_vector_odd_rows(dtype, shape, view, rng):
         got = gk.transpose(x, method="vector", out=out)
     assert_same_bits(got, host.T, f"{shape} {view}")
     itemsize = numpy.dtype(dtype).itemsize
-    if itemsize in ops.SHIFTED_TILES and (shape[0] % 4 or shape[1] % 4 or view != "contiguous"):
+    per_word = 4 // itemsize
+    if shape[0] % per_word or shape[1] % per_word or view != "contiguous":
         shifted = {id(ops.KERNELS.function(ops._shifted_name(itemsize, index)))
                    for index in ("int", "long long")}
         assert [id(r.kernel) in shifted for r in launches] == [True], launches

@@ -53,11 +53,14 @@ VECTOR_CONFIGS = {
 #: :func:`_tall`.
 SKEW_SCALAR_CONFIGS = {1: (32, 8, 4), 2: (32, 16, 2), 4: (32, 32, 8), 8: (32, 16, 4), 16: (32, 8, 2)}
 SECTOR_BYTES = 32  # the unit of DRAM access: an output row starting inside one needs SKEW
-#: transpose_vector_shifted, for 1-byte items whose rows are not whole words (where
+#: transpose_vector_shifted, for 1- and 2-byte items whose rows are not whole words (where
 #: transpose_vector would fall back to V = 1): (rows, cols) of input per tile, 256 threads.
-#: 8191x8193 on an H100: int8 0.61 of a copy against 0.45 with V = 1; float16 0.65 against
-#: 0.72, so 2-byte items keep V = 1 (benchmarks/NOTES.md, item 29).
-SHIFTED_TILES = {1: (256, 128)}
+#: 8191x8193 on an H100: int8 0.79 of a copy against 0.45 with V = 1, float16 0.89 against
+#: 0.72 (benchmarks/NOTES.md, item 30).
+SHIFTED_TILES = {1: (256, 128), 2: (128, 64)}
+#: Its (LOAD_GROUPS, MIN_BLOCKS) per item size: groups of 4 / itemsize rows a warp loads before
+#: using any, and the blocks per SM its registers are bounded for.
+SHIFTED_CONFIGS = {1: (3, 4), 2: (3, 8)}
 SHIFTED_THREADS = 256
 
 
@@ -97,7 +100,8 @@ def _vector_name(itemsize: int, index: str, config: tuple[int, int, int], skew: 
 
 
 def _shifted_name(itemsize: int, index: str) -> str:
-    return f"transpose_vector_shifted<{CARRIERS[itemsize]}, {index}>"
+    load_groups, min_blocks = SHIFTED_CONFIGS[itemsize]
+    return f"transpose_vector_shifted<{CARRIERS[itemsize]}, {index}, {load_groups}, {min_blocks}>"
 
 
 def _kernel_name(method: str, itemsize: int, index: str) -> str:
