@@ -263,7 +263,7 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // that enough blocks fit on an SM (int8: 4, float16: 8).
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with
 // 256 threads: grid (ceil(cols / TC), row tiles + 1 (grid-stride), batch).
-// Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.79 and float16 0.89,
+// Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.82 and float16 0.90,
 // against 0.45 and 0.72 with V = 1 (benchmarks/NOTES.md, item 30).
 // ---------------------------------------------------------------------------------------------
 // Aligned word i of a row stretch that starts `shift` bytes into a word: the stretch's bytes
