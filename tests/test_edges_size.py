@@ -120,8 +120,9 @@ def test_axis_reductions_of_tall_and_wide_shapes(name, shape, axis, rng):
 # --- reductions at every size around block boundaries ------------------------------------------
 
 def reduction_sizes() -> list[int]:
-    """Sizes 0-3, primes, 2**k - 1, 2**k, 2**k + 1, and the sizes where the two-pass rung's first
-    grid stops growing (one block of threads per element up to then), and twice that, +- 1."""
+    """Sizes 0-3, primes, 2**k - 1, 2**k, 2**k + 1, the sizes where the two-pass rung's first
+    grid stops growing (one block of threads per element up to then) and twice that, and where
+    one_pass's grid grows past one wave, +- 1."""
     sizes = {1, 2, 3, 5, 7, 31, 65521, 1048573, 16777213}
     for k in (5, 8, 10, 12, 16, 20, 24):
         sizes |= {2**k - 1, 2**k, 2**k + 1}
@@ -129,6 +130,11 @@ def reduction_sizes() -> list[int]:
     block = getattr(module, "BLOCK", 256)
     full_grid = block * getattr(module, "BLOCKS_PER_SM", 8) * _common.multiprocessor_count()
     for edge in (block, full_grid, 2 * full_grid):
+        sizes |= {edge - 1, edge, edge + 1}
+    # Where one_pass goes past one wave of blocks: strided inputs (an element per step) and
+    # contiguous float32 (a 16-byte word per step).
+    min_steps = getattr(module, "ONE_PASS_MIN_STEPS", 32)
+    for edge in (full_grid * min_steps, 4 * full_grid * min_steps):
         sizes |= {edge - 1, edge, edge + 1}
     return sorted(sizes)
 
