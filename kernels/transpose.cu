@@ -244,11 +244,11 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 //    [4i, 4i + 4) of the stretch, W = 4 / sizeof(T) elements of W columns. A warp loads W
 //    consecutive rows at a time, LOAD_GROUPS such groups before using any, so each lane ends
 //    with a W x W block of elements and transposes it in registers (byte or half-word
-//    permutes): one word per column, holding W consecutive rows.
-//  * Shared tile, column-major: the staged rows of tile column c are the word string
-//    tile[c * PITCH ...], rows W q to W q + W - 1 in word q. PITCH is odd, and lanes store
-//    their W column words in a rotated order (lane i starts with word (i / (32 / W)) % W), so
-//    the 32 words a warp stores at once fall in 32 distinct banks.
+//    permutes, 2 per word for bytes): one word per column, holding W consecutive rows.
+//  * Shared tile, column-major: the staged rows of a tile column are a word string of PITCH
+//    words, rows W q to W q + W - 1 in word q. Lane i's column n (input column W i + n) is
+//    tile column 32 n + i, so the 32 words a warp stores at once are PITCH words apart: with
+//    PITCH odd, 32 distinct banks.
 //  * Store: output row j's segment starts on a 32-byte sector boundary (SKEW, as above: the
 //    tile stages SECTOR - 1 extra input rows, and one extra tile row covers the start), f
 //    elements into the staged rows. Lane k reads words k and k + 32 of column j's string from
@@ -260,7 +260,9 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // assembled from element loads, and output words not wholly inside the output row from element
 // stores; tiles wholly inside the matrix take a path without those checks, with all
 // LOAD_GROUPS * W row loads of a batch issued back to back. MIN_BLOCKS bounds registers so
-// that enough blocks fit on an SM (int8: 4, float16: 8).
+// that enough blocks fit on an SM (int8: 4, float16: 8). Row and output addresses step from
+// one row to the next instead of being recomputed: the int8 kernel issues about 50 instructions
+// per input word, and an H100 SM issued 0.7 a cycle per scheduler, so instructions count.
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with
 // 256 threads: grid (ceil(cols / TC), row tiles + 1 (grid-stride), batch).
 // Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.82 and float16 0.90,
@@ -286,16 +288,26 @@ __device__ __forceinline__ unsigned gk_shifted_word(const unsigned char* start, 
     return value;
 }
 
-// Column n of a W x W block whose rows are the words rows[0..W-1]: element m of the result is
-// element n of rows[m].
+// The W x W block whose rows are the words rows[0..W-1], transposed: element m of columns[n] is
+// element n of rows[m]. Bytes take 8 permutes for 4 words (rows interleaved in pairs, then the
+// pairs joined), half-words 2 for 2.
 template <int W>
-__device__ __forceinline__ unsigned gk_block_column(const unsigned (&rows)[W], int n) {
-    if (W == 4) {  // bytes: pair rows 0, 1 and rows 2, 3, then join the pairs
-        const unsigned pick = 0x40u + 0x11u * (unsigned)n;  // byte n of x, byte n of y
-        return __byte_perm(__byte_perm(rows[0], rows[1], pick),
-                           __byte_perm(rows[2 % W], rows[3 % W], pick), 0x5410u);
+__device__ __forceinline__ void gk_block_transpose(const unsigned (&rows)[W],
+                                                   unsigned (&columns)[W]) {
+    if constexpr (W == 4) {
+        // low01: bytes 0 and 1 of rows 0 and 1, interleaved; high01: bytes 2 and 3.
+        const unsigned low01 = __byte_perm(rows[0], rows[1], 0x5140u);
+        const unsigned high01 = __byte_perm(rows[0], rows[1], 0x7362u);
+        const unsigned low23 = __byte_perm(rows[2], rows[3], 0x5140u);
+        const unsigned high23 = __byte_perm(rows[2], rows[3], 0x7362u);
+        columns[0] = __byte_perm(low01, low23, 0x5410u);
+        columns[1] = __byte_perm(low01, low23, 0x7632u);
+        columns[2] = __byte_perm(high01, high23, 0x5410u);
+        columns[3] = __byte_perm(high01, high23, 0x7632u);
+    } else {
+        columns[0] = __byte_perm(rows[0], rows[1], 0x5410u);
+        columns[1] = __byte_perm(rows[0], rows[1], 0x7632u);
     }
-    return __byte_perm(rows[0], rows[1 % W], 0x5410u + 0x2222u * (unsigned)n);  // half-words
 }
 
 // Blocks of 256 threads an SM holds at most: MIN_BLOCKS is capped by it, since a bound past it
@@ -309,7 +321,7 @@ __device__ __forceinline__ unsigned gk_block_column(const unsigned (&rows)[W], i
 #define GK_MAX_BLOCKS_OF_256 8
 #endif
 
-template <typename T, typename Index, int LOAD_GROUPS, int MIN_BLOCKS>  // T: 1 or 2 bytes
+template <typename T, typename Index, int LOAD_GROUPS, int MIN_BLOCKS>
 __global__ void __launch_bounds__(256, MIN_BLOCKS < GK_MAX_BLOCKS_OF_256 ? MIN_BLOCKS
                                                                          : GK_MAX_BLOCKS_OF_256)
 transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
@@ -324,7 +336,6 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
     constexpr bool EVEN = WORDS % (WARPS * LOAD_GROUPS) == 0;  // every batch of groups is whole
     __shared__ unsigned tile[TC * PITCH];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int rotation = (lane / (32 / W)) % W;
 
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
     out += (Index)blockIdx.z * cols * rows;
@@ -332,26 +343,30 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
     const bool right_edge = ncols < TC || c0 + TC == cols;
+    const long long row_bytes = (long long)in_row_stride * E;  // signed
     const Index row_tiles = (rows + TR - 1) / TR + 1;
+    unsigned* const lane_column = tile + lane * PITCH;  // + n * 32 * PITCH: tile column 32 n + lane
     for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
         const Index r0 = (tile_row - 1) * TR;  // first staged input row, may be negative
         const bool interior = !right_edge && r0 >= 0 && r0 + WORDS * W <= rows;
         // Load: warp w stages row groups w, w + 8, ...: rows W g to W g + W - 1 of group g.
         for (int g_first = warp; g_first < WORDS; g_first += WARPS * LOAD_GROUPS) {
             unsigned low[LOAD_GROUPS][W], high[LOAD_GROUPS][W];  // word lane, and word 32
-            int shift[LOAD_GROUPS][W];
+            unsigned shift[LOAD_GROUPS][W];  // bytes from a row stretch's start back to a word's
             if (interior) {  // every row inside the matrix and every word whole: no checks
 #pragma unroll
                 for (int u = 0; u < LOAD_GROUPS; ++u) {
+                    // Byte 4 * lane of the group's first row stretch; the next rows are row_bytes
+                    // on. Its word, rounded down, is the row's aligned word `lane`.
+                    const Index first_row = r0 + (Index)(g_first + u * WARPS) * W;
+                    u64 address =
+                        reinterpret_cast<u64>(in + first_row * in_row_stride + c0) + 4 * lane;
 #pragma unroll
-                    for (int m = 0; m < W; ++m) {
-                        const Index row = r0 + (g_first + u * WARPS) * W + m;
-                        const unsigned char* start =
-                            reinterpret_cast<const unsigned char*>(in + row * in_row_stride + c0);
-                        shift[u][m] = (int)(reinterpret_cast<u64>(start) & 3);
-                        const unsigned* words = reinterpret_cast<const unsigned*>(start - shift[u][m]);
-                        low[u][m] = words[lane];
-                        high[u][m] = (lane == 31 && shift[u][m]) ? words[32] : 0u;
+                    for (int m = 0; m < W; ++m, address += row_bytes) {
+                        shift[u][m] = (unsigned)address & 3u;
+                        const unsigned* word = reinterpret_cast<const unsigned*>(address & ~3ull);
+                        low[u][m] = word[0];
+                        high[u][m] = (lane == 31 && shift[u][m]) ? word[1] : 0u;
                     }
                 }
             } else {
@@ -362,16 +377,16 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
                         const int r = (g_first + u * WARPS) * W + m;
                         const Index row = r0 + r;
                         low[u][m] = high[u][m] = 0u;
-                        shift[u][m] = 0;
+                        shift[u][m] = 0u;
                         if ((EVEN || r < WORDS * W) && row >= 0 && row < rows) {  // uniform
-                            const unsigned char* start =
-                                reinterpret_cast<const unsigned char*>(in + row * in_row_stride + c0);
-                            shift[u][m] = (int)(reinterpret_cast<u64>(start) & 3);
-                            low[u][m] = gk_shifted_word<T>(start, shift[u][m], lane, nbytes,
-                                                           right_edge);
+                            const unsigned char* start = reinterpret_cast<const unsigned char*>(
+                                in + row * in_row_stride + c0);
+                            shift[u][m] = (unsigned)(reinterpret_cast<u64>(start) & 3);
+                            const int offset = (int)shift[u][m];
+                            low[u][m] = gk_shifted_word<T>(start, offset, lane, nbytes, right_edge);
                             if (lane == 31 && shift[u][m]) {
-                                high[u][m] = gk_shifted_word<T>(start, shift[u][m], 32, nbytes,
-                                                                right_edge);
+                                high[u][m] =
+                                    gk_shifted_word<T>(start, offset, 32, nbytes, right_edge);
                             }
                         }
                     }
@@ -381,41 +396,50 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
             for (int u = 0; u < LOAD_GROUPS; ++u) {
                 const int g = g_first + u * WARPS;
                 if (!EVEN && g >= WORDS) break;  // uniform over the warp
-                unsigned block[W];  // block[m]: bytes [4 lane, 4 lane + 4) of row W g + m
+                // block[m]: bytes [4 lane, 4 lane + 4) of row W g + m; columns[n]: its column n
+                unsigned block[W], columns[W];
 #pragma unroll
                 for (int m = 0; m < W; ++m) {
                     const unsigned next = __shfl_down_sync(0xffffffffu, low[u][m], 1);
                     block[m] = __funnelshift_r(low[u][m], lane == 31 ? high[u][m] : next,
                                                8 * shift[u][m]);
                 }
+                gk_block_transpose<W>(block, columns);
 #pragma unroll
-                for (int s = 0; s < W; ++s) {
-                    const int n = (s + rotation) % W;  // tile column W lane + n
-                    tile[(W * lane + n) * PITCH + g] = gk_block_column<W>(block, n);
-                }
+                for (int n = 0; n < W; ++n) lane_column[n * 32 * PITCH + g] = columns[n];
             }
         }
         __syncthreads();
-        // Store: warp w writes output rows (tile columns) jl = w, w + 8, ... Output word k of
-        // the row's segment holds staged rows f + W k to f + W k + W - 1: bytes [E f + 4 k,
-        // E f + 4 k + 4) of the column's string.
-        for (int jl = warp; jl < ncols; jl += WARPS) {
-            T* out_row = out + (c0 + jl) * rows;
-            const u64 segment_address = reinterpret_cast<u64>(out_row) + (u64)(r0 * E);
-            const int f = (int)(((0ull - segment_address) & 31) / E);
+        // Store: warp w writes output rows (input columns of the tile) jl = w, w + 8, ...: tile
+        // column (jl % W) * 32 + jl / W, whose first is `column`. Output word k of the row's
+        // segment holds staged rows f + W k to f + W k + W - 1: bytes [E f + 4 k, E f + 4 k + 4)
+        // of the column's string.
+        T* out_row = out + (c0 + warp) * rows;
+        const unsigned* column = tile + ((warp % W) * 32 + warp / W) * PITCH;
+        const long long out_step = (long long)WARPS * rows;
+        for (int jl = warp; jl < ncols;
+             jl += WARPS, out_row += out_step, column += (WARPS / W) * PITCH) {
+            T* segment = out_row + r0;  // where staged row 0 would go
+            const int f = (int)(((0ull - reinterpret_cast<u64>(segment)) & 31) / E);
             const int bits = 8 * E * (f % W);  // f's offset within its word, in bits
-            const unsigned* column = tile + jl * PITCH + f / W;
-            const unsigned first = column[lane], second = column[32 + lane];
-            const unsigned after = (lane == 31 && bits) ? column[64] : 0u;
+            const unsigned* string = column + f / W;
+            const unsigned first = string[lane], second = string[32 + lane];
+            const unsigned after = (lane == 31 && bits) ? string[64] : 0u;
             const unsigned first_next = __shfl_sync(0xffffffffu, first, (lane + 1) & 31);
             const unsigned second_next = __shfl_sync(0xffffffffu, second, (lane + 1) & 31);
             const unsigned words[2] = {
                 __funnelshift_r(first, lane < 31 ? first_next : second_next, bits),
                 __funnelshift_r(second, lane < 31 ? second_next : after, bits)};
+            if (interior) {  // the segment's 64 words all inside the output row
+                unsigned* aligned = reinterpret_cast<unsigned*>(segment + f) + lane;
+                aligned[0] = words[0];
+                aligned[32] = words[1];
+                continue;
+            }
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const Index out_col = r0 + f + W * (lane + 32 * h);  // input row of its first element
-                if (interior || (out_col >= 0 && out_col + W <= rows)) {
+                const Index out_col = r0 + f + W * (lane + 32 * h);  // input row of element 0
+                if (out_col >= 0 && out_col + W <= rows) {
                     *reinterpret_cast<unsigned*>(out_row + out_col) = words[h];
                 } else {
 #pragma unroll
