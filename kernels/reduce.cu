@@ -76,7 +76,8 @@ reduce_shuffle(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 stri
 // Segments: block b reduces elements [b * segment, (b + 1) * segment), and large inputs get up
 // to 8 waves of blocks instead of one grid-stride wave. SMs do not all draw memory at the same
 // rate; with one wave the grid ends when the slowest SM does, while with several, SMs that run
-// ahead start more blocks (2^28 float32 on an H100: 0.986 -> 1.0 of cupy.sum, which is CUB).
+// ahead start more blocks (2^28 float32 on an H100: 0.988 -> 0.994-0.999 of cupy.sum, which is
+// CUB; benchmarks/NOTES.md, item 31).
 // The segment is a whole number of block steps (16-byte words when contiguous), so every
 // segment of an aligned input starts aligned.
 // ---------------------------------------------------------------------------------------------

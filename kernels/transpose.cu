@@ -265,8 +265,8 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // per input word, and an H100 SM issued 0.7 a cycle per scheduler, so instructions count.
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with
 // 256 threads: grid (ceil(cols / TC), row tiles + 1 (grid-stride), batch).
-// Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.82 and float16 0.90,
-// against 0.45 and 0.72 with V = 1 (benchmarks/NOTES.md, item 30).
+// Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.83 and float16 0.90,
+// against 0.45 and 0.72 with V = 1 (benchmarks/NOTES.md, items 30 and 31).
 // ---------------------------------------------------------------------------------------------
 // Aligned word i of a row stretch that starts `shift` bytes into a word: the stretch's bytes
 // [4i - shift, 4i - shift + 4), of which the first `valid` exist in this tile. Read as one word
