@@ -261,8 +261,9 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // stores; tiles wholly inside the matrix take a path without those checks, with all
 // LOAD_GROUPS * W row loads of a batch issued back to back. MIN_BLOCKS bounds registers so
 // that enough blocks fit on an SM (int8: 4, float16: 8). Row and output addresses step from
-// one row to the next instead of being recomputed: the int8 kernel issues about 50 instructions
-// per input word, and an H100 SM issued 0.7 a cycle per scheduler, so instructions count.
+// one row to the next instead of being recomputed. What holds int8 below float16 is the wait
+// between a tile's load and store phases at 4 blocks per SM, not the instructions it issues
+// (benchmarks/NOTES.md, item 31).
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with
 // 256 threads: grid (ceil(cols / TC), row tiles + 1 (grid-stride), batch).
 // Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.83 and float16 0.90,

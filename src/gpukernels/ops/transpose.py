@@ -55,8 +55,8 @@ SKEW_SCALAR_CONFIGS = {1: (32, 8, 4), 2: (32, 16, 2), 4: (32, 32, 8), 8: (32, 16
 SECTOR_BYTES = 32  # the unit of DRAM access: an output row starting inside one needs SKEW
 #: transpose_vector_shifted, for 1- and 2-byte items whose rows are not whole words (where
 #: transpose_vector would fall back to V = 1): (rows, cols) of input per tile, 256 threads.
-#: 8191x8193 on an H100: int8 0.82 of a copy against 0.45 with V = 1, float16 0.90 against
-#: 0.72 (benchmarks/NOTES.md, item 30).
+#: 8191x8193 on an H100: int8 0.83 of a copy against 0.45 with V = 1, float16 0.90 against
+#: 0.72 (benchmarks/NOTES.md, items 30 and 31).
 SHIFTED_TILES = {1: (256, 128), 2: (128, 64)}
 #: Its (LOAD_GROUPS, MIN_BLOCKS) per item size: groups of 4 / itemsize rows a warp loads before
 #: using any, and the blocks per SM its registers are bounded for.
