@@ -124,6 +124,26 @@ def multiprocessor_count() -> int:
     return _multiprocessor_count(_device.cupy.cuda.runtime.getDevice())
 
 
+@functools.cache
+def _compute_capability(device_id: int) -> int:
+    return int(_device.cupy.cuda.Device(device_id).compute_capability)
+
+
+def compute_capability() -> int:
+    """Compute capability of the current device as one number: 90 for sm_90."""
+    return _compute_capability(_device.cupy.cuda.runtime.getDevice())
+
+
+_SHARED_MEMORY_SET: set[int] = set()  # ids of kernels allowed their large dynamic shared memory
+
+
+def allow_shared_memory(kernel, nbytes: int) -> None:
+    """Raise a kernel's dynamic shared-memory limit past the 48 KiB default (once per kernel)."""
+    if id(kernel) not in _SHARED_MEMORY_SET:
+        kernel.max_dynamic_shared_size_bytes = nbytes
+        _SHARED_MEMORY_SET.add(id(kernel))
+
+
 _max_threads: dict[int, int] = {}
 
 

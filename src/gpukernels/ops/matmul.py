@@ -10,8 +10,9 @@ from typing import Any
 import numpy
 
 from .. import _compile, _device, _tensor_map
-from .._common import (INDEX_SCALARS, MAX_GRID_YZ, Rung, ceil_div, finish_out, index_type, launch,
-                      multiprocessor_count, prepare_out, register_ladder, resolve_method, span)
+from .._common import (INDEX_SCALARS, MAX_GRID_YZ, Rung, allow_shared_memory, ceil_div, finish_out,
+                      index_type, launch, multiprocessor_count, prepare_out, register_ladder,
+                      resolve_method, span)
 
 __all__ = ["matmul", "RUNGS", "KERNELS", "PRECISIONS", "matmul_shapes", "supports"]
 
@@ -264,16 +265,6 @@ def _is_aligned(dtype: numpy.dtype, N: int, operands, c_stack=None) -> bool:
     return c_stack is None or N % vector == 0
 
 
-_SHARED_MEMORY_SET: set[int] = set()  # ids of kernels allowed their large dynamic shared memory
-
-
-def _allow_shared_memory(kernel, nbytes: int) -> None:
-    """Raise a kernel's dynamic shared-memory limit past the 48 KiB default (once per kernel)."""
-    if id(kernel) not in _SHARED_MEMORY_SET:
-        kernel.max_dynamic_shared_size_bytes = nbytes
-        _SHARED_MEMORY_SET.add(id(kernel))
-
-
 def _launch_rung(method: str, a_stack, b_stack, c_stack, M: int, N: int, K: int) -> None:
     """Launch one of the rungs of ``matmul.cu`` on (batch, rows, cols) stacks."""
     compute = c_stack.dtype
@@ -292,7 +283,7 @@ def _launch_rung(method: str, a_stack, b_stack, c_stack, M: int, N: int, K: int)
     # at a time when M needs it (C's batch stride is M * N inside the kernel).
     kernel = KERNELS.function(_kernel_name(method, compute, index, aligned))
     if config.shared_mem > 48 * 1024:
-        _allow_shared_memory(kernel, config.shared_mem)
+        allow_shared_memory(kernel, config.shared_mem)
     tile_rows, tile_cols = config.tile_for(compute)
     rows_per_launch = MAX_GRID_YZ * tile_rows
     if M <= rows_per_launch:
@@ -347,7 +338,7 @@ def _launch_wgmma(a_stack, b_stack, c_stack, M: int, N: int, K: int) -> None:
     # 256 rows (columns of C) per stage.
     b_box_rows = 64 if compute == numpy.float16 else tile_cols
     kernel = WGMMA_KERNELS.function(_kernel_name("wgmma", compute, "int"))
-    _allow_shared_memory(kernel, config.shared_mem)
+    allow_shared_memory(kernel, config.shared_mem)
     tiles_m, tiles_n = ceil_div(M, tile_rows), ceil_div(N, tile_cols)
     batch = c_stack.shape[0]
     for start in range(0, batch, MAX_GRID_YZ):
