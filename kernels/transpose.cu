@@ -457,6 +457,253 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 }
 
 // ---------------------------------------------------------------------------------------------
+// Rung 4, staged chunks - the shifted-word kernel's replacement for 1-byte elements: the same
+// tile and shared layout, but the input rows reach shared memory by asynchronous copies
+// (cp.async, sm_80 and newer) of the aligned 16-byte chunks that cover them, and 16 warps, not
+// 8, transpose and store them. transpose_vector_shifted waits on its own row loads with 4
+// blocks of 8 warps per SM and spends about 40 instructions per input word; here a thread
+// issues a copy per 16 bytes and goes on, and the byte shifts happen in shared memory.
+//  * Stage: row r of the tile (input row r0 + r, bytes [c0, c0 + 128)) starts s_r = its address
+//    mod 16 bytes into a 16-byte chunk; its 9 chunks from that one go to raw row r (36 words).
+//    Thread t copies chunk t % 9 of rows t / 9, t / 9 + 56, ... Rows outside the matrix are
+//    zeros. A chunk that passes the row's end in the tile is still copied whole (the bytes
+//    past it fill tile columns that are never stored) unless it would pass the array's last
+//    byte; such a chunk, in the last row in memory only, is read byte by byte. (Reading every
+//    short chunk byte by byte cost 4% at 8191 x 8193 and 12% at 4095 x 4097; the copy's own
+//    zero-fill still reads 16 bytes, as compute-sanitizer's memcheck reports.) A chunk that
+//    only holds bytes past the tile (when s_r = 0) is skipped. The copies go out in two
+//    groups of rows (PARTS), so the first half of the rows is transposed while the second is
+//    on its way (+1% to +5% over one group).
+//  * Transform: lane i of a warp reads words s_r / 4 + i and + i + 1 of raw row r and
+//    funnel-shifts them by s_r mod 4 bytes: bytes [4 i, 4 i + 4) of the row's stretch, the
+//    word that transpose_vector_shifted assembles from global loads and a shuffle. 4 rows
+//    make a 4 x 4 block, transposed and stored to the column-major tile as there.
+//  * Store: as in transpose_vector_shifted, with the word after a lane's read from shared
+//    memory instead of a shuffle, and two output rows in flight per warp.
+// Shared memory: 288 raw rows of 144 bytes and the 128 x 73-word tile, 78848 bytes, so two
+// blocks of 512 threads per SM. A block does one tile: a block that loops over tiles and
+// copies the next one while storing this one ran 3-10% slower. Below sm_80 the copies are
+// plain loads and stores; the host launches transpose_vector_shifted there (sm_75 gives a
+// block at most 64 KiB of shared memory).
+// Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with 512
+// threads, STAGED_SHARED_BYTES of dynamic shared memory, grid (ceil(cols / 128), row tiles + 1
+// (grid-stride), batch).
+// Measured on an H100 (ratio to a device copy, `bench transpose`; benchmarks/NOTES.md, item
+// 32): 8191 x 8193 0.86, 8193 x 8192 0.83, 4095 x 4097 0.74, against 0.83, 0.83 and 0.59 for
+// transpose_vector_shifted. For 2-byte elements it is slower (0.88 against 0.90 in raw
+// launches), so transpose_vector_shifted stays their kernel.
+// ---------------------------------------------------------------------------------------------
+// 16 bytes from global memory to shared memory, both 16-byte aligned, without waiting for them.
+__device__ __forceinline__ void gk_copy_chunk_async(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+#else
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+#endif
+}
+
+// The first `bytes` (0 to 15) bytes at `src`, zero-extended to 16, stored to `dst` at once: a
+// chunk that a 16-byte read would take past the row's end, and perhaps past the array's.
+__device__ __forceinline__ void gk_copy_chunk_part(void* dst, const unsigned char* src, int bytes) {
+    unsigned words[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+        if (b < bytes) words[b / 4] |= (unsigned)src[b] << (8 * (b % 4));
+    }
+    *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+__device__ __forceinline__ void gk_copy_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Wait until at most `pending` (0 or 1) of this thread's groups of copies are in flight.
+__device__ __forceinline__ void gk_copy_wait(int pending) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (pending) {
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    } else {
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    }
+#endif
+}
+
+template <typename T, typename Index>
+__global__ void __launch_bounds__(512)
+transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+                        Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2, "1- and 2-byte elements");
+    constexpr int E = sizeof(T), W = 4 / E;  // bytes per element, elements per word
+    constexpr int TC = 128 / E;              // input columns per tile (128 bytes)
+    constexpr int TR = 256 / E;              // input rows per tile (256 bytes of an output row)
+    constexpr int WORDS = (256 + 32) / 4;    // words of a staged column: TR + SECTOR rows
+    constexpr int STAGED = WORDS * W;        // staged input rows
+    constexpr int PITCH = WORDS | 1;         // odd: lanes storing a column hit distinct banks
+    constexpr int CHUNKS = 9;                // 16-byte chunks per raw row: 128 bytes + s_r
+    constexpr int RAW_PITCH = 4 * CHUNKS;    // words
+    constexpr int THREADS = 512, WARPS = THREADS / 32;
+    constexpr int ROW_STEP = THREADS / CHUNKS;  // rows between a thread's copies
+    constexpr int PARTS = 2;                    // groups of copies, waited for one by one
+    static_assert(TC % (2 * WARPS) == 0 && (WORDS / PARTS) * PARTS == WORDS, "whole batches");
+    extern __shared__ uint4 gk_staged_shared[];
+    unsigned* const raw = reinterpret_cast<unsigned*>(gk_staged_shared);
+    unsigned* const tile = raw + STAGED * RAW_PITCH;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+    // One past the last byte of the launch's highest element: a 16-byte chunk that ends by
+    // there and holds one of its bytes is inside the array's allocation, wherever it starts.
+    long long highest = cols - 1;  // elements past `in`
+    if (in_row_stride > 0) highest += (long long)(rows - 1) * in_row_stride;
+    if (in_batch_stride > 0) highest += (long long)(gridDim.z - 1) * in_batch_stride;
+    const long long array_end = (long long)reinterpret_cast<u64>(in + highest) + E;
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
+    const Index c0 = (Index)blockIdx.x * TC;
+    const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
+    const int nbytes = ncols * E;  // bytes of an input row inside this tile
+    const bool right_edge = ncols < TC || c0 + TC == cols;
+    // Every chunk of a row ends inside the row: no copy is cut short.
+    const bool whole_chunks = (cols - c0) * E >= CHUNKS * 16;
+    const long long row_bytes = (long long)in_row_stride * E;  // signed
+    const long long tile_start = (long long)reinterpret_cast<u64>(in + c0);  // row 0's stretch
+    const Index row_tiles = (rows + TR - 1) / TR + 1;
+    const int copy_chunk = threadIdx.x % CHUNKS, copy_row = threadIdx.x / CHUNKS;
+    unsigned* const lane_column = tile + lane * PITCH;  // + n * 32 * PITCH: tile column 32 n + lane
+    for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
+        const Index r0 = (tile_row - 1) * TR;  // first staged input row, may be negative
+        const bool rows_inside = r0 >= 0 && r0 + STAGED <= rows;
+        const bool interior = !right_edge && rows_inside;
+        // Stage. `chunk` is where this thread's chunk would start if the row's stretch were
+        // aligned; rounded down to 16 bytes, it is the chunk itself.
+        if (copy_row < ROW_STEP) {
+            long long chunk = tile_start + 16 * copy_chunk + (long long)(r0 + copy_row) * row_bytes;
+            const long long chunk_step = ROW_STEP * row_bytes;
+            unsigned* to = raw + copy_row * RAW_PITCH + 4 * copy_chunk;
+            int r = copy_row;
+#pragma unroll
+            for (int part = 1; part <= PARTS; ++part) {
+                const int end = part * STAGED / PARTS;
+                if (whole_chunks && rows_inside) {
+                    for (; r < end; r += ROW_STEP, chunk += chunk_step, to += ROW_STEP * RAW_PITCH) {
+                        if (copy_chunk < CHUNKS - 1 || (chunk & 15)) {
+                            gk_copy_chunk_async(to, reinterpret_cast<const void*>(chunk & ~15ll));
+                        }
+                    }
+                } else {
+                    for (; r < end; r += ROW_STEP, chunk += chunk_step, to += ROW_STEP * RAW_PITCH) {
+                        const Index row = r0 + r;
+                        const long long aligned = chunk & ~15ll;
+                        long long bytes = chunk - 16 * copy_chunk + nbytes - aligned;  // left in the row
+                        bytes = bytes < 0 ? 0 : bytes > 16 ? 16 : bytes;
+                        if (row < 0 || row >= rows) bytes = 0;
+                        if (bytes == 16 || (bytes > 0 && aligned + 16 <= array_end)) {
+                            gk_copy_chunk_async(to, reinterpret_cast<const void*>(aligned));
+                        } else {
+                            gk_copy_chunk_part(to, reinterpret_cast<const unsigned char*>(aligned),
+                                               (int)bytes);
+                        }
+                    }
+                }
+                gk_copy_commit();
+            }
+        } else {
+#pragma unroll
+            for (int part = 1; part <= PARTS; ++part) gk_copy_commit();
+        }
+        // Transform, part by part. Only the low 4 bits of a row's address matter: 32-bit
+        // arithmetic keeps them.
+        const unsigned first_address = (unsigned)tile_start + (unsigned)r0 * (unsigned)row_bytes;
+#pragma unroll
+        for (int part = 0; part < PARTS; ++part) {
+            gk_copy_wait(PARTS - 1 - part);
+            __syncthreads();  // this part's rows are in raw, from every thread's copies
+            const int g_end = (part + 1) * WORDS / PARTS;
+            for (int g0 = part * WORDS / PARTS + warp; g0 < g_end; g0 += 2 * WARPS) {
+                unsigned block[2][W], columns[W];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {  // two groups of W rows in flight
+                    const int g = g0 + h * WARPS < g_end ? g0 + h * WARPS : g0;
+                    unsigned address = first_address + (unsigned)(W * g) * (unsigned)row_bytes;
+#pragma unroll
+                    for (int m = 0; m < W; ++m, address += (unsigned)row_bytes) {
+                        const unsigned shift = address & 15u;  // s_r
+                        const unsigned* from = raw + (W * g + m) * RAW_PITCH + (shift >> 2) + lane;
+                        block[h][m] = __funnelshift_r(from[0], from[1], 8 * (shift & 3u));
+                    }
+                }
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int g = g0 + h * WARPS;
+                    if (g >= g_end) break;  // uniform over the warp
+                    gk_block_transpose<W>(block[h], columns);
+#pragma unroll
+                    for (int n = 0; n < W; ++n) lane_column[n * 32 * PITCH + g] = columns[n];
+                }
+            }
+        }
+        __syncthreads();  // the tile is whole; raw may be refilled
+        // Store: tile column jl is output row c0 + jl; its segment starts f elements into the
+        // staged rows (SKEW), and lane k writes the segment's words k and k + 32.
+        if (interior) {
+            for (int j0 = warp; j0 < TC; j0 += 2 * WARPS) {
+                unsigned words[2][4];
+                int bits[2];
+                T* segment[2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {  // two output rows in flight
+                    const int jl = j0 + h * WARPS;
+                    segment[h] = out + (c0 + jl) * rows + r0;
+                    const int f = (int)(((0ull - reinterpret_cast<u64>(segment[h])) & 31) / E);
+                    bits[h] = 8 * E * (f % W);
+                    segment[h] += f;
+                    const unsigned* string =
+                        tile + ((jl % W) * 32 + jl / W) * PITCH + f / W + lane;
+                    words[h][0] = string[0];
+                    words[h][1] = string[1];
+                    words[h][2] = string[32];
+                    words[h][3] = string[33];
+                }
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    unsigned* aligned = reinterpret_cast<unsigned*>(segment[h]) + lane;
+                    aligned[0] = __funnelshift_r(words[h][0], words[h][1], bits[h]);
+                    aligned[32] = __funnelshift_r(words[h][2], words[h][3], bits[h]);
+                }
+            }
+        } else {
+            for (int jl = warp; jl < ncols; jl += WARPS) {
+                T* out_row = out + (c0 + jl) * rows;
+                const int f = (int)(((0ull - reinterpret_cast<u64>(out_row + r0)) & 31) / E);
+                const int bits = 8 * E * (f % W);
+                const unsigned* string = tile + ((jl % W) * 32 + jl / W) * PITCH + f / W + lane;
+                const unsigned words[2] = {__funnelshift_r(string[0], string[1], bits),
+                                           __funnelshift_r(string[32], string[33], bits)};
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const Index out_col = r0 + f + W * (lane + 32 * h);  // input row of element 0
+                    if (out_col >= 0 && out_col + W <= rows) {
+                        *reinterpret_cast<unsigned*>(out_row + out_col) = words[h];
+                    } else {
+#pragma unroll
+                        for (int m = 0; m < W; ++m) {
+                            if (out_col + m >= 0 && out_col + m < rows) {
+                                out_row[out_col + m] = (T)(words[h] >> (8 * E * m));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Reference copies for the benchmark (not rungs): the row and column copies of the bandwidth
 // study, launched in its 16 x 16 blocks. copy_row reads and writes along rows, copy_col along
 // columns. They show what one element per thread costs in either order; the naive rungs, whose

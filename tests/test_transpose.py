@@ -265,11 +265,13 @@ def test_transpose_vector_every_instance(itemsize, config, skew, shape, batch, r
     assert launches and all(id(record.kernel) in expected for record in launches)
 
 
-# transpose_vector_shifted: tiles of 256 x 128 int8 or 128 x 64 float16 (input rows x columns),
-# SKEW rows of up to 31 or 15, 4-byte words. Shapes around every tile and word edge; from
-# (513, 385) on, tiles wholly inside the matrix take the kernel's unchecked path.
+# transpose_vector_shifted and _staged: tiles of 256 x 128 int8 or 128 x 64 float16 (input rows x
+# columns), SKEW rows of up to 31 or 15, 4-byte words. Shapes around every tile and word edge; from
+# (513, 385) on, tiles wholly inside the matrix take the kernels' unchecked paths. The staged
+# kernel copies 144 bytes of a row from its tile's first column when at least that many are left
+# in the row, and clamps its copies otherwise: 143 and 144 columns are the two sides of that.
 SHIFTED_SHAPES = [(1, 1), (1, 3), (3, 1), (5, 7), (31, 33), (33, 31), (129, 65), (255, 129),
-                  (257, 127), (300, 67), (513, 385), (1000, 1001)]
+                  (257, 127), (300, 67), (513, 385), (600, 143), (600, 144), (1000, 1001)]
 SHIFTED_VIEWS = {
     "contiguous": lambda base, shape: base[:shape[0], :shape[1]],
     "offset": lambda base, shape: base[1:shape[0] + 1, 1:shape[1] + 1],
@@ -282,8 +284,8 @@ SHIFTED_VIEWS = {
 @pytest.mark.parametrize("shape", SHIFTED_SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", [numpy.uint8, numpy.float16], ids=["int8", "float16"])
 def test_transpose_vector_odd_rows(dtype, shape, view, rng):
-    # Rows that are not whole 4-byte words go to transpose_vector_shifted.
-    from gpukernels._common import record_launches
+    # Rows that are not whole 4-byte words go to transpose_vector_shifted or _staged.
+    from gpukernels._common import compute_capability, record_launches
     from gpukernels.ops import transpose as ops
     base = reference.random_array((shape[0] + 2, shape[1] + 5), dtype, rng)
     host = SHIFTED_VIEWS[view](base, shape)
@@ -295,9 +297,13 @@ def test_transpose_vector_odd_rows(dtype, shape, view, rng):
     itemsize = numpy.dtype(dtype).itemsize
     per_word = 4 // itemsize
     if shape[0] % per_word or shape[1] % per_word or view != "contiguous":
-        shifted = {id(ops.KERNELS.function(ops._shifted_name(itemsize, index)))
-                   for index in ("int", "long long")}
-        assert [id(r.kernel) in shifted for r in launches] == [True], launches
+        # int8 takes transpose_vector_staged where cp.async exists, the rest the shifted kernel.
+        staged = itemsize in ops.STAGED_ITEMSIZES and \
+            compute_capability() >= ops.STAGED_MIN_CAPABILITY
+        name = ops._staged_name if staged else ops._shifted_name
+        expected = {id(ops.KERNELS.function(name(itemsize, index))) for index in ("int", "long long")}
+        assert [id(r.kernel) in expected for r in launches] == [True], launches
+        assert launches[0].shared_mem == (ops.STAGED_SHARED_BYTES if staged else 0)
 
 
 @pytest.mark.parametrize("dtype", [numpy.uint8, numpy.float16], ids=["int8", "float16"])

@@ -7,8 +7,8 @@ from typing import Any
 import numpy
 
 from .. import _common, _compile, _device
-from .._common import (INDEX_SCALARS, MAX_GRID_YZ, Rung, ceil_div, finish_out, index_type, launch, prepare_out,
-                      register_ladder, resolve_method, span)
+from .._common import (INDEX_SCALARS, MAX_GRID_YZ, Rung, allow_shared_memory, ceil_div, compute_capability,
+                      finish_out, index_type, launch, prepare_out, register_ladder, resolve_method, span)
 
 __all__ = ["transpose", "RUNGS", "KERNELS"]
 
@@ -62,6 +62,13 @@ SHIFTED_TILES = {1: (256, 128), 2: (128, 64)}
 #: using any, and the blocks per SM its registers are bounded for.
 SHIFTED_CONFIGS = {1: (3, 4), 2: (3, 8)}
 SHIFTED_THREADS = 256
+#: transpose_vector_staged replaces it for 1-byte items on sm_80 and newer (cp.async): the same
+#: tiles, input rows copied to shared memory in 16-byte chunks, 512 threads. 8191x8193 int8 on
+#: an H100: 0.86 of a copy against 0.83 (benchmarks/NOTES.md, item 32). float16 stays shifted.
+STAGED_ITEMSIZES = (1,)
+STAGED_MIN_CAPABILITY = 80
+STAGED_THREADS = 512
+STAGED_SHARED_BYTES = 288 * 36 * 4 + 128 * 73 * 4  # raw rows of 9 chunks, then the tile
 
 
 #: Largest static shared memory a SKEW tile may take when it is made taller (TALL > 1).
@@ -104,6 +111,10 @@ def _shifted_name(itemsize: int, index: str) -> str:
     return f"transpose_vector_shifted<{CARRIERS[itemsize]}, {index}, {load_groups}, {min_blocks}>"
 
 
+def _staged_name(itemsize: int, index: str) -> str:
+    return f"transpose_vector_staged<{CARRIERS[itemsize]}, {index}>"
+
+
 def _kernel_name(method: str, itemsize: int, index: str) -> str:
     carrier = CARRIERS[itemsize]
     if method == "shared":
@@ -122,6 +133,7 @@ KERNELS = _compile.register("transpose.cu", [
                    for size, configs in VECTOR_CONFIGS.items() for config in configs
                    for index in INDEX_SCALARS for skew in (False, True)),
     *(_shifted_name(size, index) for size in SHIFTED_TILES for index in INDEX_SCALARS),
+    *(_staged_name(size, index) for size in STAGED_ITEMSIZES for index in INDEX_SCALARS),
     *(_ceiling_name(kind, size, index)
       for kind in ("row", "col") for size in CARRIERS for index in INDEX_SCALARS),
 ])
@@ -180,7 +192,8 @@ def _launch_config(method: str, rows: int, cols: int, batch: int, itemsize: int,
 
 
 def _kernel_for(chunk_in, chunk_out, rows: int, cols: int, method: str, index: str):
-    """(kernel, grid, block) for one launch over the (batch, rows, cols) view ``chunk_in``."""
+    """(kernel, grid, block, dynamic shared memory in bytes) for one launch over the
+    (batch, rows, cols) view ``chunk_in``."""
     itemsize, batch = chunk_in.itemsize, chunk_in.shape[0]
     if method == "vector":
         config, skew = _vector_plan(chunk_in, chunk_out, rows, cols)
@@ -190,11 +203,15 @@ def _kernel_for(chunk_in, chunk_out, rows: int, cols: int, method: str, index: s
             tile_rows, tile_cols = SHIFTED_TILES[itemsize]
             grid = (ceil_div(cols, tile_cols), min(ceil_div(rows, tile_rows) + 1, MAX_GRID_YZ),
                     min(batch, MAX_GRID_YZ))
-            return KERNELS.function(_shifted_name(itemsize, index)), grid, (SHIFTED_THREADS, 1, 1)
+            if itemsize in STAGED_ITEMSIZES and compute_capability() >= STAGED_MIN_CAPABILITY:
+                kernel = KERNELS.function(_staged_name(itemsize, index))
+                allow_shared_memory(kernel, STAGED_SHARED_BYTES)
+                return kernel, grid, (STAGED_THREADS, 1, 1), STAGED_SHARED_BYTES
+            return KERNELS.function(_shifted_name(itemsize, index)), grid, (SHIFTED_THREADS, 1, 1), 0
         grid, block = _launch_config(method, rows, cols, batch, itemsize, config, skew)
-        return KERNELS.function(_vector_name(itemsize, index, config, skew)), grid, block
+        return KERNELS.function(_vector_name(itemsize, index, config, skew)), grid, block, 0
     grid, block = _launch_config(method, rows, cols, batch, itemsize)
-    return KERNELS.function(_kernel_name(method, itemsize, index)), grid, block
+    return KERNELS.function(_kernel_name(method, itemsize, index)), grid, block, 0
 
 
 # 2-D launches already planned: key -> (kernel, grid, block, scalars). Bounded, since a long
@@ -205,16 +222,17 @@ _ALIGNMENT_KEY = 256  # addresses enter plan keys modulo this (every alignment a
 
 
 def _plan_2d(x, result, method: str) -> tuple:
-    """(kernel, grid, block, scalar arguments) of the one launch that transposes a 2-D ``x``."""
+    """(kernel, grid, block, dynamic shared memory, scalar arguments) of the one launch that
+    transposes a 2-D ``x``."""
     rows, cols = x.shape
     index = index_type(result.size, span(x))
     to_index = INDEX_SCALARS[index]
     row_stride, col_stride = (s // x.itemsize for s in x.strides)
-    kernel, grid, block = _kernel_for(x.reshape(1, rows, cols), result.reshape(1, cols, rows),
-                                      rows, cols, method, index)
+    kernel, grid, block, shared_mem = _kernel_for(
+        x.reshape(1, rows, cols), result.reshape(1, cols, rows), rows, cols, method, index)
     scalars = (to_index(rows), to_index(cols), to_index(0), to_index(row_stride),
                to_index(col_stride))
-    return kernel, grid, block, scalars
+    return kernel, grid, block, shared_mem, scalars
 
 
 def transpose(x: Any, *, method: str = "auto", out: Any = None):
@@ -284,8 +302,8 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
                 if len(_PLANS) >= _MAX_PLANS:
                     _PLANS.clear()
                 plan = _PLANS[key] = _plan_2d(x, result, method)
-            kernel, grid, block, scalars = plan
-            launch(kernel, grid, block, (x, result, *scalars))
+            kernel, grid, block, shared_mem, scalars = plan
+            launch(kernel, grid, block, (x, result, *scalars), shared_mem)
             return finish_out(result, out, direct)
         # A view of shape (batch, rows, cols) with element strides; reshape copies only when
         # the batch axes cannot be merged into one stride.
@@ -304,9 +322,10 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None):
             (stacked[i:i + MAX_GRID_YZ], flat_out[i:i + MAX_GRID_YZ])
             for i in range(0, batch, MAX_GRID_YZ)]
         for chunk_in, chunk_out in chunks:
-            kernel, grid, block = _kernel_for(chunk_in, chunk_out, rows, cols, method, index)
+            kernel, grid, block, shared_mem = _kernel_for(chunk_in, chunk_out, rows, cols, method,
+                                                          index)
             launch(kernel, grid, block, (chunk_in, chunk_out, to_index(rows), to_index(cols),
-                                         batch_stride, row_stride, col_stride))
+                                         batch_stride, row_stride, col_stride), shared_mem)
     return finish_out(result, out, direct)
 
 
