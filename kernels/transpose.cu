@@ -479,7 +479,10 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 //    word that transpose_vector_shifted assembles from global loads and a shuffle. 4 rows
 //    make a 4 x 4 block, transposed and stored to the column-major tile as there.
 //  * Store: as in transpose_vector_shifted, with the word after a lane's read from shared
-//    memory instead of a shuffle, and two output rows in flight per warp.
+//    memory instead of a shuffle, and (in tiles wholly inside the matrix) two output rows in
+//    flight per warp. The edge path repeats transpose_vector_shifted's element stores, and
+//    gk_copy_chunk_async is matmul_tensor.cuh's copy helper without its source size; both
+//    could become shared helpers in common.cuh.
 // Shared memory: 288 raw rows of 144 bytes and the 128 x 73-word tile, 78848 bytes, so two
 // blocks of 512 threads per SM. A block does one tile: a block that loops over tiles and
 // copies the next one while storing this one ran 3-10% slower. Below sm_80 the copies are
