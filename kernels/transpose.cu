@@ -472,29 +472,37 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 //    short chunk byte by byte cost 4% at 8191 x 8193 and 12% at 4095 x 4097; the copy's own
 //    zero-fill still reads 16 bytes, as compute-sanitizer's memcheck reports.) A chunk that
 //    only holds bytes past the tile (when s_r = 0) is skipped. The copies go out in two
-//    groups of rows (PARTS), so the first half of the rows is transposed while the second is
-//    on its way (+1% to +5% over one group).
+//    groups of rows (PARTS): the first 160 rows are transposed while the other 128 are on
+//    their way (+1% to +5% over one group).
 //  * Transform: lane i of a warp reads words s_r / 4 + i and + i + 1 of raw row r and
 //    funnel-shifts them by s_r mod 4 bytes: bytes [4 i, 4 i + 4) of the row's stretch, the
 //    word that transpose_vector_shifted assembles from global loads and a shuffle. 4 rows
-//    make a 4 x 4 block, transposed and stored to the column-major tile as there.
+//    make a 4 x 4 block, transposed and stored to the column-major tile as there. The tile is
+//    kept in two halves (below): the first part's rows (tile words 0 to 39 of each column)
+//    go to `low`, the second part's (words 40 to 71) to `high`, and words 32 to 39 are then
+//    copied from `low` to `high`.
 //  * Store: as in transpose_vector_shifted, with the word after a lane's read from shared
 //    memory instead of a shuffle, and (in tiles wholly inside the matrix) two output rows in
 //    flight per warp. The edge path repeats transpose_vector_shifted's element stores, and
 //    gk_copy_chunk_async is matmul_tensor.cuh's copy helper without its source size; both
 //    could become shared helpers in common.cuh.
-// Shared memory: 288 raw rows of 144 bytes and the 128 x 73-word tile, 78848 bytes, so two
-// blocks of 512 threads per SM. A block does one tile: a block that loops over tiles and
+// Shared memory: 288 raw rows of 144 bytes (41472 bytes), then `low`, 128 columns of 41 words
+// (20992). `high`, the same size, lies over the first part's raw rows, which are dead once
+// the first part is transformed: 62464 bytes per block, so three blocks of 512 threads fit
+// in an H100's 228 KiB per SM, where one 128 x 73-word tile after the raw rows (78848 bytes)
+// let two fit (8191 x 8193: 0.879 against 0.870; 8193 x 8192: 0.85 against 0.83).
+// A store reads words k and k + 1 (k < 39) and k + 32 and k + 33 of a column: the first pair
+// from `low`, the second from `high`. A block does one tile: a block that loops over tiles and
 // copies the next one while storing this one ran 3-10% slower. Below sm_80 the copies are
 // plain loads and stores; the host launches transpose_vector_shifted there (sm_75 gives a
 // block at most 64 KiB of shared memory).
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with 512
 // threads, STAGED_SHARED_BYTES of dynamic shared memory, grid (ceil(cols / 128), row tiles + 1
 // (grid-stride), batch).
-// Measured on an H100 (ratio to a device copy, `bench transpose`; benchmarks/NOTES.md, item
-// 32): 8191 x 8193 0.86, 8193 x 8192 0.83, 4095 x 4097 0.74, against 0.83, 0.83 and 0.59 for
-// transpose_vector_shifted. For 2-byte elements it is slower (0.88 against 0.90 in raw
-// launches), so transpose_vector_shifted stays their kernel.
+// Measured on an H100 (ratio to a device copy, raw launches; benchmarks/NOTES.md, items 32
+// and 33): 8191 x 8193 0.88, 8193 x 8192 0.85, 4095 x 4097 0.74, against 0.83, 0.83 and 0.58
+// for transpose_vector_shifted; 16385 x 16383 0.83 against 0.85. For 2-byte elements it is
+// slower (0.88 against 0.90 in raw launches), so transpose_vector_shifted stays their kernel.
 // ---------------------------------------------------------------------------------------------
 // 16 bytes from global memory to shared memory, both 16-byte aligned, without waiting for them.
 __device__ __forceinline__ void gk_copy_chunk_async(void* dst, const void* src) {
@@ -536,8 +544,15 @@ __device__ __forceinline__ void gk_copy_wait(int pending) {
 #endif
 }
 
+// Registers for three blocks per SM (40 each: no spills). sm_75 runs at most 1024 threads per
+// SM, and the host launches transpose_vector_shifted there anyway.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GK_STAGED_MIN_BLOCKS 1
+#else
+#define GK_STAGED_MIN_BLOCKS 3
+#endif
 template <typename T, typename Index>
-__global__ void __launch_bounds__(512)
+__global__ void __launch_bounds__(512, GK_STAGED_MIN_BLOCKS)
 transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
                         Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
     static_assert(sizeof(T) == 1 || sizeof(T) == 2, "1- and 2-byte elements");
@@ -546,16 +561,23 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
     constexpr int TR = 256 / E;              // input rows per tile (256 bytes of an output row)
     constexpr int WORDS = (256 + 32) / 4;    // words of a staged column: TR + SECTOR rows
     constexpr int STAGED = WORDS * W;        // staged input rows
-    constexpr int PITCH = WORDS | 1;         // odd: lanes storing a column hit distinct banks
     constexpr int CHUNKS = 9;                // 16-byte chunks per raw row: 128 bytes + s_r
     constexpr int RAW_PITCH = 4 * CHUNKS;    // words
     constexpr int THREADS = 512, WARPS = THREADS / 32;
     constexpr int ROW_STEP = THREADS / CHUNKS;  // rows between a thread's copies
     constexpr int PARTS = 2;                    // groups of copies, waited for one by one
-    static_assert(TC % (2 * WARPS) == 0 && (WORDS / PARTS) * PARTS == WORDS, "whole batches");
+    constexpr int FIRST_WORDS = 40;             // tile words (groups of W rows) of the first part
+    // The tile in two halves: words [0, 40) of each column in `low`, [32, 72) in `high`, so
+    // that a store's first two words come from `low` and its last two from `high`.
+    constexpr int HIGH_FIRST = 32, HALF_WORDS = 40;
+    constexpr int HALF_PITCH = HALF_WORDS | 1;  // odd: lanes storing a column hit distinct banks
+    static_assert(TC % (2 * WARPS) == 0, "whole batches of rows and columns");
+    static_assert(HIGH_FIRST + HALF_WORDS == WORDS && FIRST_WORDS == HALF_WORDS, "halves");
+    static_assert(TC * HALF_PITCH <= FIRST_WORDS * W * RAW_PITCH, "high fits in part 1's rows");
     extern __shared__ uint4 gk_staged_shared[];
     unsigned* const raw = reinterpret_cast<unsigned*>(gk_staged_shared);
-    unsigned* const tile = raw + STAGED * RAW_PITCH;
+    unsigned* const low = raw + STAGED * RAW_PITCH;
+    unsigned* const high = raw;  // over the first part's raw rows, once they are transformed
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
     // One past the last byte of the launch's highest element: a 16-byte chunk that ends by
@@ -576,7 +598,6 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
     const long long tile_start = (long long)reinterpret_cast<u64>(in + c0);  // row 0's stretch
     const Index row_tiles = (rows + TR - 1) / TR + 1;
     const int copy_chunk = threadIdx.x % CHUNKS, copy_row = threadIdx.x / CHUNKS;
-    unsigned* const lane_column = tile + lane * PITCH;  // + n * 32 * PITCH: tile column 32 n + lane
     for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
         const Index r0 = (tile_row - 1) * TR;  // first staged input row, may be negative
         const bool rows_inside = r0 >= 0 && r0 + STAGED <= rows;
@@ -590,7 +611,7 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
             int r = copy_row;
 #pragma unroll
             for (int part = 1; part <= PARTS; ++part) {
-                const int end = part * STAGED / PARTS;
+                const int end = part == 1 ? FIRST_WORDS * W : STAGED;
                 if (whole_chunks && rows_inside) {
                     for (; r < end; r += ROW_STEP, chunk += chunk_step, to += ROW_STEP * RAW_PITCH) {
                         if (copy_chunk < CHUNKS - 1 || (chunk & 15)) {
@@ -625,8 +646,11 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
         for (int part = 0; part < PARTS; ++part) {
             gk_copy_wait(PARTS - 1 - part);
             __syncthreads();  // this part's rows are in raw, from every thread's copies
-            const int g_end = (part + 1) * WORDS / PARTS;
-            for (int g0 = part * WORDS / PARTS + warp; g0 < g_end; g0 += 2 * WARPS) {
+            const int g_begin = part == 0 ? 0 : FIRST_WORDS, g_end = part == 0 ? FIRST_WORDS : WORDS;
+            // Tile column 32 n + lane, word g: lane_column[n * 32 * HALF_PITCH + g - half_first].
+            const int half_first = part == 0 ? 0 : HIGH_FIRST;
+            unsigned* const lane_column = (part == 0 ? low : high) + lane * HALF_PITCH;
+            for (int g0 = g_begin + warp; g0 < g_end; g0 += 2 * WARPS) {
                 unsigned block[2][W], columns[W];
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {  // two groups of W rows in flight
@@ -645,7 +669,16 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                     if (g >= g_end) break;  // uniform over the warp
                     gk_block_transpose<W>(block[h], columns);
 #pragma unroll
-                    for (int n = 0; n < W; ++n) lane_column[n * 32 * PITCH + g] = columns[n];
+                    for (int n = 0; n < W; ++n) {
+                        lane_column[n * 32 * HALF_PITCH + g - half_first] = columns[n];
+                    }
+                }
+            }
+            if (part == PARTS - 1) {  // words [32, 40) are in both halves: `high` gets low's
+                constexpr int SHARED = FIRST_WORDS - HIGH_FIRST;
+                for (int i = threadIdx.x; i < TC * SHARED; i += THREADS) {
+                    const int column = i / SHARED, word = i % SHARED;
+                    high[column * HALF_PITCH + word] = low[column * HALF_PITCH + HIGH_FIRST + word];
                 }
             }
         }
@@ -664,12 +697,11 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                     const int f = (int)(((0ull - reinterpret_cast<u64>(segment[h])) & 31) / E);
                     bits[h] = 8 * E * (f % W);
                     segment[h] += f;
-                    const unsigned* string =
-                        tile + ((jl % W) * 32 + jl / W) * PITCH + f / W + lane;
-                    words[h][0] = string[0];
-                    words[h][1] = string[1];
-                    words[h][2] = string[32];
-                    words[h][3] = string[33];
+                    const int at = ((jl % W) * 32 + jl / W) * HALF_PITCH + f / W + lane;
+                    words[h][0] = low[at];
+                    words[h][1] = low[at + 1];
+                    words[h][2] = high[at];  // word at + 32 of the column
+                    words[h][3] = high[at + 1];
                 }
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
@@ -683,9 +715,9 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                 T* out_row = out + (c0 + jl) * rows;
                 const int f = (int)(((0ull - reinterpret_cast<u64>(out_row + r0)) & 31) / E);
                 const int bits = 8 * E * (f % W);
-                const unsigned* string = tile + ((jl % W) * 32 + jl / W) * PITCH + f / W + lane;
-                const unsigned words[2] = {__funnelshift_r(string[0], string[1], bits),
-                                           __funnelshift_r(string[32], string[33], bits)};
+                const int at = ((jl % W) * 32 + jl / W) * HALF_PITCH + f / W + lane;
+                const unsigned words[2] = {__funnelshift_r(low[at], low[at + 1], bits),
+                                           __funnelshift_r(high[at], high[at + 1], bits)};
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const Index out_col = r0 + f + W * (lane + 32 * h);  // input row of element 0

@@ -63,12 +63,13 @@ SHIFTED_TILES = {1: (256, 128), 2: (128, 64)}
 SHIFTED_CONFIGS = {1: (3, 4), 2: (3, 8)}
 SHIFTED_THREADS = 256
 #: transpose_vector_staged replaces it for 1-byte items on sm_80 and newer (cp.async): the same
-#: tiles, input rows copied to shared memory in 16-byte chunks, 512 threads. 8191x8193 int8 on
-#: an H100: 0.86 of a copy against 0.83 (benchmarks/NOTES.md, item 32). float16 stays shifted.
+#: tiles, input rows copied to shared memory in 16-byte chunks, 512 threads, three blocks per SM
+#: on an H100. 8191x8193 int8 there: 0.88 of a copy against 0.82 (benchmarks/NOTES.md, items
+#: 32-33). float16 stays shifted.
 STAGED_ITEMSIZES = (1,)
 STAGED_MIN_CAPABILITY = 80
 STAGED_THREADS = 512
-STAGED_SHARED_BYTES = 288 * 36 * 4 + 128 * 73 * 4  # raw rows of 9 chunks, then the tile
+STAGED_SHARED_BYTES = 288 * 36 * 4 + 128 * 41 * 4  # raw rows of 9 chunks, then half the tile
 
 
 #: Largest static shared memory a SKEW tile may take when it is made taller (TALL > 1).
