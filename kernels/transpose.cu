@@ -458,7 +458,7 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 
 // ---------------------------------------------------------------------------------------------
 // Rung 4, staged chunks - the shifted-word kernel's replacement for 1-byte elements: the same
-// tile and shared layout, but the input rows reach shared memory by asynchronous copies
+// tiles and column-major shared tile, but the input rows reach shared memory by asynchronous copies
 // (cp.async, sm_80 and newer) of the aligned 16-byte chunks that cover them, and 16 warps, not
 // 8, transpose and store them. transpose_vector_shifted waits on its own row loads with 4
 // blocks of 8 warps per SM and spends about 40 instructions per input word; here a thread

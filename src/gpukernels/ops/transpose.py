@@ -64,7 +64,7 @@ SHIFTED_CONFIGS = {1: (3, 4), 2: (3, 8)}
 SHIFTED_THREADS = 256
 #: transpose_vector_staged replaces it for 1-byte items on sm_80 and newer (cp.async): the same
 #: tiles, input rows copied to shared memory in 16-byte chunks, 512 threads, three blocks per SM
-#: on an H100. 8191x8193 int8 there: 0.88 of a copy against 0.82 (benchmarks/NOTES.md, items
+#: on an H100. 8191x8193 int8 there: 0.87 of a copy against 0.83 (benchmarks/NOTES.md, items
 #: 32-33). float16 stays shifted.
 STAGED_ITEMSIZES = (1,)
 STAGED_MIN_CAPABILITY = 80
