@@ -682,7 +682,7 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                 }
             }
         }
-        __syncthreads();  // the tile is whole; raw may be refilled
+        __syncthreads();  // the tile is whole in low and high (high still covers raw rows)
         // Store: tile column jl is output row c0 + jl; its segment starts f elements into the
         // staged rows (SKEW), and lane k writes the segment's words k and k + 32.
         if (interior) {
