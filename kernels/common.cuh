@@ -99,3 +99,51 @@ template <typename Acc, typename In>
 __device__ __forceinline__ Acc to_acc(In x) {
     return ToAcc<Acc, In>::apply(x);
 }
+
+// Asynchronous copies from global to shared memory (cp.async, sm_80 and newer). A thread issues
+// copies and goes on; gk_copy_commit() closes its group of copies issued so far, and
+// gk_copy_wait<N>() waits until at most N of its groups are still in flight (then a barrier
+// makes every thread's copies visible to the block). They are `asm volatile` with a memory
+// clobber, so the compiler keeps them in program order with respect to __syncthreads().
+// Compiled for an older GPU they trap: kernels that use them are launched on sm_80 and newer.
+__device__ __forceinline__ unsigned gk_shared_address(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+// 16 bytes from `src` to shared address `dst`, both 16-byte aligned.
+__device__ __forceinline__ void gk_copy16_async(unsigned dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// 16 bytes to shared address `dst`, of which only the first `bytes` (0 to 16) are read from
+// `src`: the rest are zeros. Both 16-byte aligned.
+__device__ __forceinline__ void gk_copy16_async_zfill(unsigned dst, const void* src, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+__device__ __forceinline__ void gk_copy_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
+template <int PENDING>
+__device__ __forceinline__ void gk_copy_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
+#else
+    __trap();
+#endif
+}

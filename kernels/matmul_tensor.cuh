@@ -79,25 +79,8 @@ struct GkMma<float> {
 
 // --- inline PTX (sm_80+) ------------------------------------------------------------------------
 // The memory operations are `asm volatile` so the compiler keeps them in program order with
-// respect to __syncthreads() and the cp.async waits; the mma and cvt are pure arithmetic.
-__device__ __forceinline__ unsigned gk_mma_smem_addr(const void* p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-// 16-byte global -> shared copy that reads `bytes` (0..16) bytes and zero-fills the rest.
-__device__ __forceinline__ void gk_mma_cp_async16(unsigned dst, const void* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void gk_mma_cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int PENDING>
-__device__ __forceinline__ void gk_mma_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
-
+// respect to __syncthreads() and the cp.async waits; the mma and cvt are pure arithmetic. The
+// cp.async copies themselves are common.cuh's (gk_copy16_async_zfill, gk_copy_commit/wait).
 __device__ __forceinline__ void gk_mma_ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -501,7 +484,7 @@ __global__ void __launch_bounds__(GK_MMA_THREADS, 2)
     const Index n0 = (Index)blockIdx.x * GK_MMA_BN;
     const T* Ab = A + b * a_batch_stride;
     const T* Bb = B + b * b_batch_stride;
-    const unsigned smem = gk_mma_smem_addr(gk_mma_smem);
+    const unsigned smem = gk_shared_address(gk_mma_smem);
 
     float acc[4][4][4];
 #pragma unroll
@@ -547,14 +530,14 @@ __global__ void __launch_bounds__(GK_MMA_THREADS, 2)
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const int bytes = a_in[i] ? a_bytes : 0;
-                gk_mma_cp_async16(stage + a_dst + i * 64 * GK_MMA_ROW_BYTES,
+                gk_copy16_async_zfill(stage + a_dst + i * 64 * GK_MMA_ROW_BYTES,
                                   bytes ? a_src[i] : Ab, bytes);
                 a_src[i] += BK;  // a_col_stride == 1
             }
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const int bytes = k_load + b_r + B_RSTEP * i < K ? b_bytes : 0;
-                gk_mma_cp_async16(stage + b_dst + i * B_RSTEP * Cfg::B_ROW,
+                gk_copy16_async_zfill(stage + b_dst + i * B_RSTEP * Cfg::B_ROW,
                                   bytes ? b_src + i * b_rstep : Bb, bytes);
             }
             b_src += b_kstep;
@@ -566,7 +549,7 @@ __global__ void __launch_bounds__(GK_MMA_THREADS, 2)
 #pragma unroll
         for (int s = 0; s < GK_MMA_STAGES - 1; ++s) {
             if (s < ktiles) load_stage(smem + s * GK_MMA_STAGE_BYTES);
-            gk_mma_cp_async_commit();
+            gk_copy_commit();
         }
         int read = 0, write = GK_MMA_STAGES - 1;
         for (Index kt = 0; kt < ktiles; ++kt) {
@@ -574,16 +557,16 @@ __global__ void __launch_bounds__(GK_MMA_THREADS, 2)
             // groups are pending; the barrier makes every thread's copies visible and ensures
             // all warps have finished stage `write` (read one iteration ago) before it is
             // overwritten below.
-            gk_mma_cp_async_wait<GK_MMA_STAGES - 2>();
+            gk_copy_wait<GK_MMA_STAGES - 2>();
             __syncthreads();
             if (kt + GK_MMA_STAGES - 1 < ktiles) load_stage(smem + write * GK_MMA_STAGE_BYTES);
-            gk_mma_cp_async_commit();
+            gk_copy_commit();
             const unsigned tile = smem + read * GK_MMA_STAGE_BYTES;
             frag.compute(acc, tile, tile + GK_MMA_A_BYTES);
             read = read + 1 == GK_MMA_STAGES ? 0 : read + 1;
             write = write + 1 == GK_MMA_STAGES ? 0 : write + 1;
         }
-        gk_mma_cp_async_wait<0>();  // only empty groups remain; nothing outlives the block
+        gk_copy_wait<0>();  // only empty groups remain; nothing outlives the block
     } else {
         // Consecutive threads run along K in A unless A is column-major (unit row stride, so
         // they run along M), and along N in B unless B is column-major (they run along K).

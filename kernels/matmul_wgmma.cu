@@ -176,8 +176,8 @@ __global__ void __launch_bounds__(GK_WG_THREADS, 1)
     const int ktiles = (K + BK - 1) / BK;
 
     // 128-byte swizzled tiles need 1024-byte aligned buffers.
-    const unsigned smem = (gk_mma_smem_addr(gk_wg_smem) + 1023u) & ~1023u;
-    const unsigned full0 = gk_mma_smem_addr(full), empty0 = gk_mma_smem_addr(empty);
+    const unsigned smem = (gk_shared_address(gk_wg_smem) + 1023u) & ~1023u;
+    const unsigned full0 = gk_shared_address(full), empty0 = gk_shared_address(empty);
     if (threadIdx.x == 0) {
         for (int s = 0; s < GK_WG_STAGES; ++s) {
             gk_wg_bar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes

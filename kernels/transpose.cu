@@ -289,6 +289,22 @@ __device__ __forceinline__ unsigned gk_shifted_word(const unsigned char* start, 
     return value;
 }
 
+// Word `word`, W elements of type T, to out_row[out_col, out_col + W), of which only the
+// elements inside [0, rows) are written: one word store when all are, element stores otherwise.
+template <typename T, typename Index>
+__device__ __forceinline__ void gk_store_word_clipped(T* out_row, Index out_col, Index rows,
+                                                      unsigned word) {
+    constexpr int E = sizeof(T), W = 4 / E;
+    if (out_col >= 0 && out_col + W <= rows) {
+        *reinterpret_cast<unsigned*>(out_row + out_col) = word;
+        return;
+    }
+#pragma unroll
+    for (int m = 0; m < W; ++m) {
+        if (out_col + m >= 0 && out_col + m < rows) out_row[out_col + m] = (T)(word >> (8 * E * m));
+    }
+}
+
 // The W x W block whose rows are the words rows[0..W-1], transposed: element m of columns[n] is
 // element n of rows[m]. Bytes take 8 permutes for 4 words (rows interleaved in pairs, then the
 // pairs joined), half-words 2 for 2.
@@ -438,18 +454,8 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
                 continue;
             }
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const Index out_col = r0 + f + W * (lane + 32 * h);  // input row of element 0
-                if (out_col >= 0 && out_col + W <= rows) {
-                    *reinterpret_cast<unsigned*>(out_row + out_col) = words[h];
-                } else {
-#pragma unroll
-                    for (int m = 0; m < W; ++m) {
-                        if (out_col + m >= 0 && out_col + m < rows) {
-                            out_row[out_col + m] = (T)(words[h] >> (8 * E * m));
-                        }
-                    }
-                }
+            for (int h = 0; h < 2; ++h) {  // element 0 of words[h] is input row r0 + f + W k
+                gk_store_word_clipped(out_row, r0 + f + W * (lane + 32 * h), rows, words[h]);
             }
         }
         if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
@@ -483,9 +489,7 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 //    copied from `low` to `high`.
 //  * Store: as in transpose_vector_shifted, with the word after a lane's read from shared
 //    memory instead of a shuffle, and (in tiles wholly inside the matrix) two output rows in
-//    flight per warp. The edge path repeats transpose_vector_shifted's element stores, and
-//    gk_copy_chunk_async is matmul_tensor.cuh's copy helper without its source size; both
-//    could become shared helpers in common.cuh.
+//    flight per warp.
 // Shared memory: 288 raw rows of 144 bytes (41472 bytes), then `low`, 128 columns of 41 words
 // (20992). `high`, the same size, lies over the first part's raw rows, which are dead once
 // the first part is transformed: 62464 bytes per block, so three blocks of 512 threads fit
@@ -493,9 +497,8 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 // let two fit (8191 x 8193: 0.879 against 0.870; 8193 x 8192: 0.85 against 0.83).
 // A store reads words k and k + 1 (k < 39) and k + 32 and k + 33 of a column: the first pair
 // from `low`, the second from `high`. A block does one tile: a block that loops over tiles and
-// copies the next one while storing this one ran 3-10% slower. Below sm_80 the copies are
-// plain loads and stores; the host launches transpose_vector_shifted there (sm_75 gives a
-// block at most 64 KiB of shared memory).
+// copies the next one while storing this one ran 3-10% slower. The copies need sm_80
+// (compiled for sm_75 they trap); the host launches transpose_vector_shifted there.
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with 512
 // threads, STAGED_SHARED_BYTES of dynamic shared memory, grid (ceil(cols / 128), row tiles + 1
 // (grid-stride), batch).
@@ -504,18 +507,6 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 // for transpose_vector_shifted; 16385 x 16383 0.83 against 0.85. For 2-byte elements it is
 // slower (0.88 against 0.90 in raw launches), so transpose_vector_shifted stays their kernel.
 // ---------------------------------------------------------------------------------------------
-// 16 bytes from global memory to shared memory, both 16-byte aligned, without waiting for them.
-__device__ __forceinline__ void gk_copy_chunk_async(void* dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(dst)),
-                 "l"(src)
-                 : "memory");
-#else
-    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-#endif
-}
-
 // The first `bytes` (0 to 15) bytes at `src`, zero-extended to 16, stored to `dst` at once: a
 // chunk that a 16-byte read would take past the row's end, and perhaps past the array's.
 __device__ __forceinline__ void gk_copy_chunk_part(void* dst, const unsigned char* src, int bytes) {
@@ -525,23 +516,6 @@ __device__ __forceinline__ void gk_copy_chunk_part(void* dst, const unsigned cha
         if (b < bytes) words[b / 4] |= (unsigned)src[b] << (8 * (b % 4));
     }
     *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
-}
-
-__device__ __forceinline__ void gk_copy_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-// Wait until at most `pending` (0 or 1) of this thread's groups of copies are in flight.
-__device__ __forceinline__ void gk_copy_wait(int pending) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (pending) {
-        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    } else {
-        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    }
-#endif
 }
 
 // Registers for three blocks per SM (40 each: no spills). sm_75 runs at most 1024 threads per
@@ -615,7 +589,8 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                 if (whole_chunks && rows_inside) {
                     for (; r < end; r += ROW_STEP, chunk += chunk_step, to += ROW_STEP * RAW_PITCH) {
                         if (copy_chunk < CHUNKS - 1 || (chunk & 15)) {
-                            gk_copy_chunk_async(to, reinterpret_cast<const void*>(chunk & ~15ll));
+                            gk_copy16_async(gk_shared_address(to),
+                                            reinterpret_cast<const void*>(chunk & ~15ll));
                         }
                     }
                 } else {
@@ -626,7 +601,8 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                         bytes = bytes < 0 ? 0 : bytes > 16 ? 16 : bytes;
                         if (row < 0 || row >= rows) bytes = 0;
                         if (bytes == 16 || (bytes > 0 && aligned + 16 <= array_end)) {
-                            gk_copy_chunk_async(to, reinterpret_cast<const void*>(aligned));
+                            gk_copy16_async(gk_shared_address(to),
+                                            reinterpret_cast<const void*>(aligned));
                         } else {
                             gk_copy_chunk_part(to, reinterpret_cast<const unsigned char*>(aligned),
                                                (int)bytes);
@@ -644,7 +620,11 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
         const unsigned first_address = (unsigned)tile_start + (unsigned)r0 * (unsigned)row_bytes;
 #pragma unroll
         for (int part = 0; part < PARTS; ++part) {
-            gk_copy_wait(PARTS - 1 - part);
+            if (part == 0) {
+                gk_copy_wait<PARTS - 1>();
+            } else {
+                gk_copy_wait<0>();
+            }
             __syncthreads();  // this part's rows are in raw, from every thread's copies
             const int g_begin = part == 0 ? 0 : FIRST_WORDS, g_end = part == 0 ? FIRST_WORDS : WORDS;
             // Tile column 32 n + lane, word g: lane_column[n * 32 * HALF_PITCH + g - half_first].
@@ -719,18 +699,8 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                 const unsigned words[2] = {__funnelshift_r(low[at], low[at + 1], bits),
                                            __funnelshift_r(high[at], high[at + 1], bits)};
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const Index out_col = r0 + f + W * (lane + 32 * h);  // input row of element 0
-                    if (out_col >= 0 && out_col + W <= rows) {
-                        *reinterpret_cast<unsigned*>(out_row + out_col) = words[h];
-                    } else {
-#pragma unroll
-                        for (int m = 0; m < W; ++m) {
-                            if (out_col + m >= 0 && out_col + m < rows) {
-                                out_row[out_col + m] = (T)(words[h] >> (8 * E * m));
-                            }
-                        }
-                    }
+                for (int h = 0; h < 2; ++h) {  // element 0 of words[h] is input row r0 + f + W k
+                    gk_store_word_clipped(out_row, r0 + f + W * (lane + 32 * h), rows, words[h]);
                 }
             }
         }
