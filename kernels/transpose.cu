@@ -490,6 +490,13 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 //  * Store: as in transpose_vector_shifted, with the word after a lane's read from shared
 //    memory instead of a shuffle, and (in tiles wholly inside the matrix) two output rows in
 //    flight per warp.
+//  * Row tiles: tile t stages rows [256 t, 256 t + 288), and no tile starts before row 0 (as
+//    transpose_vector_shifted's first does, for the f elements before each output row's first
+//    segment): the first tile also stores those f elements, and the last tile, which reaches
+//    the last row, the ones after its segments. That is ceil((rows - 32) / 256) tiles where
+//    transpose_vector_shifted has ceil(rows / 256) + 1, often nearly empty (8193 x 8192: 32
+//    against 34). The two edge tiles of a column run first, so that the grid does not end on
+//    them (8193 x 8192: +4%, 8191 x 8193: +1.5%; item 35).
 // Shared memory: 288 raw rows of 144 bytes (41472 bytes), then `low`, 128 columns of 41 words
 // (20992). `high`, the same size, lies over the first part's raw rows, which are dead once
 // the first part is transformed: 62464 bytes per block, so three blocks of 512 threads fit
@@ -497,15 +504,17 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 // let two fit (8191 x 8193: 0.879 against 0.870; 8193 x 8192: 0.85 against 0.83).
 // A store reads words k and k + 1 (k < 39) and k + 32 and k + 33 of a column: the first pair
 // from `low`, the second from `high`. A block does one tile: a block that loops over tiles and
-// copies the next one while storing this one ran 3-10% slower. The copies need sm_80
-// (compiled for sm_75 they trap); the host launches transpose_vector_shifted there.
+// copies the next one while storing this one ran slower (3% to 18% at 8191 x 8193, item 35,
+// with two blocks per SM for the two raw buffers). The copies
+// need sm_80 (compiled for sm_75 they trap); the host launches transpose_vector_shifted there.
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with 512
-// threads, STAGED_SHARED_BYTES of dynamic shared memory, grid (ceil(cols / 128), row tiles + 1
-// (grid-stride), batch).
-// Measured on an H100 (ratio to a device copy, raw launches; benchmarks/NOTES.md, items 32
-// and 33): 8191 x 8193 0.88, 8193 x 8192 0.85, 4095 x 4097 0.74, against 0.83, 0.83 and 0.58
-// for transpose_vector_shifted; 16385 x 16383 0.83 against 0.85. For 2-byte elements it is
-// slower (0.88 against 0.90 in raw launches), so transpose_vector_shifted stays their kernel.
+// threads, STAGED_SHARED_BYTES of dynamic shared memory, grid (ceil(cols / 128),
+// max(1, ceil((rows - 32) / 256)) (grid-stride), batch).
+// Measured on an H100 through `bench transpose` (ratio to a device copy; benchmarks/NOTES.md,
+// items 32, 33 and 35): 8191 x 8193 0.92, 8193 x 8192 0.88, 4095 x 4097 0.80, 16385 x 16383
+// 0.88; transpose_vector_shifted had 0.83, 0.83, 0.58 and 0.85 before item 35. For 2-byte
+// elements it was slower (0.88 against 0.90 in raw launches, before item 35), so
+// transpose_vector_shifted stays their kernel.
 // ---------------------------------------------------------------------------------------------
 // The first `bytes` (0 to 15) bytes at `src`, zero-extended to 16, stored to `dst` at once: a
 // chunk that a 16-byte read would take past the row's end, and perhaps past the array's.
@@ -570,12 +579,17 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
     const bool whole_chunks = (cols - c0) * E >= CHUNKS * 16;
     const long long row_bytes = (long long)in_row_stride * E;  // signed
     const long long tile_start = (long long)reinterpret_cast<u64>(in + c0);  // row 0's stretch
-    const Index row_tiles = (rows + TR - 1) / TR + 1;
+    // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
+    const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
     const int copy_chunk = threadIdx.x % CHUNKS, copy_row = threadIdx.x / CHUNKS;
-    for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
-        const Index r0 = (tile_row - 1) * TR;  // first staged input row, may be negative
-        const bool rows_inside = r0 >= 0 && r0 + STAGED <= rows;
-        const bool interior = !right_edge && rows_inside;
+    for (Index step = blockIdx.y; step < row_tiles; step += gridDim.y) {
+        // The two edge tiles (the last, then the first) first: they run longer than the
+        // others and would otherwise be the grid's last blocks.
+        const Index tile_row = step == 0 ? row_tiles - 1 : step - 1;
+        const Index r0 = tile_row * TR;  // first staged input row
+        const bool first = tile_row == 0, last = tile_row == row_tiles - 1;
+        const bool rows_inside = r0 + STAGED <= rows;
+        const bool interior = !right_edge && !first && !last;
         // Stage. `chunk` is where this thread's chunk would start if the row's stretch were
         // aligned; rounded down to 16 bytes, it is the chunk itself.
         if (copy_row < ROW_STEP) {
@@ -695,16 +709,28 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                 T* out_row = out + (c0 + jl) * rows;
                 const int f = (int)(((0ull - reinterpret_cast<u64>(out_row + r0)) & 31) / E);
                 const int bits = 8 * E * (f % W);
-                const int at = ((jl % W) * 32 + jl / W) * HALF_PITCH + f / W + lane;
+                const int column = ((jl % W) * 32 + jl / W) * HALF_PITCH;
+                const int at = column + f / W + lane;
                 const unsigned words[2] = {__funnelshift_r(low[at], low[at + 1], bits),
                                            __funnelshift_r(high[at], high[at + 1], bits)};
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {  // element 0 of words[h] is input row r0 + f + W k
                     gk_store_word_clipped(out_row, r0 + f + W * (lane + 32 * h), rows, words[h]);
                 }
+                // Outside the segment, at most SECTOR elements each: rows [0, f) in the first
+                // tile (words 0 to 7, in `low`), rows from r0 + f + TR in the last (words 64
+                // to 71, in `high`). Lane k stores the k-th.
+                if (first && lane < f && lane < rows) {
+                    out_row[lane] = (T)(low[column + lane / W] >> (8 * E * (lane % W)));
+                }
+                const int after = f + TR + lane;  // staged row
+                if (last && after < STAGED && r0 + after < rows) {
+                    const unsigned word = high[column + after / W - HIGH_FIRST];
+                    out_row[r0 + after] = (T)(word >> (8 * E * (after % W)));
+                }
             }
         }
-        if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
+        if (step + gridDim.y < row_tiles) __syncthreads();  // before the next refill
     }
 }
 

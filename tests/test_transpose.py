@@ -270,8 +270,12 @@ def test_transpose_vector_every_instance(itemsize, config, skew, shape, batch, r
 # (513, 385) on, tiles wholly inside the matrix take the kernels' unchecked paths. The staged
 # kernel copies 144 bytes of a row from its tile's first column when at least that many are left
 # in the row, and clamps its copies otherwise: 143 and 144 columns are the two sides of that.
+# Its int8 row tiles stage rows [256 t, 256 t + 288), the first also storing what precedes each
+# output row's first segment and the last what follows its last: 288 rows are one tile (both
+# edges), 289 two, 545 and 800 three (800 x 385 with interior tiles between the edges).
 SHIFTED_SHAPES = [(1, 1), (1, 3), (3, 1), (5, 7), (31, 33), (33, 31), (129, 65), (255, 129),
-                  (257, 127), (300, 67), (513, 385), (600, 143), (600, 144), (1000, 1001)]
+                  (257, 127), (288, 300), (289, 145), (300, 67), (513, 385), (545, 200),
+                  (600, 143), (600, 144), (800, 385), (1000, 1001)]
 SHIFTED_VIEWS = {
     "contiguous": lambda base, shape: base[:shape[0], :shape[1]],
     "offset": lambda base, shape: base[1:shape[0] + 1, 1:shape[1] + 1],

@@ -55,8 +55,8 @@ SKEW_SCALAR_CONFIGS = {1: (32, 8, 4), 2: (32, 16, 2), 4: (32, 32, 8), 8: (32, 16
 SECTOR_BYTES = 32  # the unit of DRAM access: an output row starting inside one needs SKEW
 #: transpose_vector_shifted, for 1- and 2-byte items whose rows are not whole words (where
 #: transpose_vector would fall back to V = 1): (rows, cols) of input per tile, 256 threads.
-#: 8191x8193 on an H100: int8 0.83 of a copy against 0.45 with V = 1, float16 0.90 against
-#: 0.72 (benchmarks/NOTES.md, items 30 and 31).
+#: 8191x8193 on an H100: int8 0.83 of a copy against 0.45 with V = 1, float16 0.92 against
+#: 0.72 (benchmarks/NOTES.md, items 30, 31 and 35).
 SHIFTED_TILES = {1: (256, 128), 2: (128, 64)}
 #: Its (LOAD_GROUPS, MIN_BLOCKS) per item size: groups of 4 / itemsize rows a warp loads before
 #: using any, and the blocks per SM its registers are bounded for.
@@ -64,8 +64,9 @@ SHIFTED_CONFIGS = {1: (3, 4), 2: (3, 8)}
 SHIFTED_THREADS = 256
 #: transpose_vector_staged replaces it for 1-byte items on sm_80 and newer (cp.async): the same
 #: tiles, input rows copied to shared memory in 16-byte chunks, 512 threads, three blocks per SM
-#: on an H100. 8191x8193 int8 there: 0.87 of a copy against 0.83 (benchmarks/NOTES.md, items
-#: 32-33). float16 stays shifted.
+#: on an H100, and no row tile before row 0 (see :func:`_staged_row_tiles`). 8191x8193 int8
+#: there: 0.92 of a copy against 0.83 (benchmarks/NOTES.md, items 32, 33 and 35). float16
+#: stays shifted.
 STAGED_ITEMSIZES = (1,)
 STAGED_MIN_CAPABILITY = 80
 STAGED_THREADS = 512
@@ -110,6 +111,14 @@ def _vector_name(itemsize: int, index: str, config: tuple[int, int, int], skew: 
 def _shifted_name(itemsize: int, index: str) -> str:
     load_groups, min_blocks = SHIFTED_CONFIGS[itemsize]
     return f"transpose_vector_shifted<{CARRIERS[itemsize]}, {index}, {load_groups}, {min_blocks}>"
+
+
+def _staged_row_tiles(rows: int, itemsize: int) -> int:
+    """Row tiles of transpose_vector_staged: tile t stages input rows [t TR, t TR + TR + SECTOR)
+    (SECTOR = 32 bytes of elements), and the last one reaches the last row."""
+    tile_rows = SHIFTED_TILES[itemsize][0]
+    extra = SECTOR_BYTES // itemsize
+    return max(1, ceil_div(rows - extra, tile_rows))
 
 
 def _staged_name(itemsize: int, index: str) -> str:
@@ -205,6 +214,7 @@ def _kernel_for(chunk_in, chunk_out, rows: int, cols: int, method: str, index: s
             grid = (ceil_div(cols, tile_cols), min(ceil_div(rows, tile_rows) + 1, MAX_GRID_YZ),
                     min(batch, MAX_GRID_YZ))
             if itemsize in STAGED_ITEMSIZES and compute_capability() >= STAGED_MIN_CAPABILITY:
+                grid = (grid[0], min(_staged_row_tiles(rows, itemsize), MAX_GRID_YZ), grid[2])
                 kernel = KERNELS.function(_staged_name(itemsize, index))
                 allow_shared_memory(kernel, STAGED_SHARED_BYTES)
                 return kernel, grid, (STAGED_THREADS, 1, 1), STAGED_SHARED_BYTES
