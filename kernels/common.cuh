@@ -100,6 +100,15 @@ __device__ __forceinline__ Acc to_acc(In x) {
     return ToAcc<Acc, In>::apply(x);
 }
 
+// A 4-byte load through the read-only path whose L2 fetches the whole 128-byte line that holds it
+// from DRAM, not only its sector (.L2::128B): for reads whose neighbouring bytes other threads
+// read soon after. `p` must not be written while the kernel runs.
+__device__ __forceinline__ unsigned gk_load_line(const unsigned* p) {
+    unsigned value;
+    asm volatile("ld.global.nc.L2::128B.u32 %0, [%1];\n" : "=r"(value) : "l"(p));
+    return value;
+}
+
 // Asynchronous copies from global to shared memory (cp.async, sm_80 and newer). A thread issues
 // copies and goes on; gk_copy_commit() closes its group of copies issued so far, and
 // gk_copy_wait<N>() waits until at most N of its groups are still in flight (then a barrier
@@ -110,10 +119,13 @@ __device__ __forceinline__ unsigned gk_shared_address(const void* p) {
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
-// 16 bytes from `src` to shared address `dst`, both 16-byte aligned.
-__device__ __forceinline__ void gk_copy16_async(unsigned dst, const void* src) {
+// 16 bytes from `src` to shared address `dst`, both 16-byte aligned. With .L2::128B the L2 fetches
+// the whole 128-byte line that holds them from DRAM, not only their sector: for copies whose
+// neighbouring bytes other copies read soon after (rows cut at unaligned columns).
+__device__ __forceinline__ void gk_copy16_async_line(unsigned dst, const void* src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src)
+                 : "memory");
 #else
     __trap();
 #endif

@@ -259,7 +259,9 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // 128 x 64 float16, plus 31 or 15 staged rows). Edges: words past a row's last column are
 // assembled from element loads, and output words not wholly inside the output row from element
 // stores; tiles wholly inside the matrix take a path without those checks, with all
-// LOAD_GROUPS * W row loads of a batch issued back to back. MIN_BLOCKS bounds registers so
+// LOAD_GROUPS * W row loads of a batch issued back to back, each asking the L2 for its whole
+// 128-byte line (gk_load_line: the other bytes of a row's first and last lines are the
+// neighbouring column tiles'; float16 8191 x 8193 +1.5%, item 35). MIN_BLOCKS bounds registers so
 // that enough blocks fit on an SM (int8: 4, float16: 8). Row and output addresses step from
 // one row to the next instead of being recomputed. What holds int8 below float16 is the wait
 // between a tile's load and store phases at 4 blocks per SM, not the instructions it issues
@@ -267,7 +269,8 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with
 // 256 threads: grid (ceil(cols / TC), row tiles + 1 (grid-stride), batch).
 // Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.83 and float16 0.90,
-// against 0.45 and 0.72 with V = 1 (benchmarks/NOTES.md, items 30 and 31).
+// against 0.45 and 0.72 with V = 1 (benchmarks/NOTES.md, items 30 and 31); float16 0.92 with
+// whole-line loads (item 35).
 // ---------------------------------------------------------------------------------------------
 // Aligned word i of a row stretch that starts `shift` bytes into a word: the stretch's bytes
 // [4i - shift, 4i - shift + 4), of which the first `valid` exist in this tile. Read as one word
@@ -382,7 +385,7 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
                     for (int m = 0; m < W; ++m, address += row_bytes) {
                         shift[u][m] = (unsigned)address & 3u;
                         const unsigned* word = reinterpret_cast<const unsigned*>(address & ~3ull);
-                        low[u][m] = word[0];
+                        low[u][m] = gk_load_line(word);
                         high[u][m] = (lane == 31 && shift[u][m]) ? word[1] : 0u;
                     }
                 }
@@ -479,7 +482,9 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 //    zero-fill still reads 16 bytes, as compute-sanitizer's memcheck reports.) A chunk that
 //    only holds bytes past the tile (when s_r = 0) is skipped. The copies go out in two
 //    groups of rows (PARTS): the first 160 rows are transposed while the other 128 are on
-//    their way (+1% to +5% over one group).
+//    their way (+1% to +5% over one group). Each copy asks the L2 for its whole 128-byte line
+//    (.L2::128B): a row's stretch covers parts of two or three lines, whose other bytes the
+//    neighbouring column tiles copy soon after (8191 x 8193: +3%; benchmarks/NOTES.md, item 35).
 //  * Transform: lane i of a warp reads words s_r / 4 + i and + i + 1 of raw row r and
 //    funnel-shifts them by s_r mod 4 bytes: bytes [4 i, 4 i + 4) of the row's stretch, the
 //    word that transpose_vector_shifted assembles from global loads and a shuffle. 4 rows
@@ -603,8 +608,8 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                 if (whole_chunks && rows_inside) {
                     for (; r < end; r += ROW_STEP, chunk += chunk_step, to += ROW_STEP * RAW_PITCH) {
                         if (copy_chunk < CHUNKS - 1 || (chunk & 15)) {
-                            gk_copy16_async(gk_shared_address(to),
-                                            reinterpret_cast<const void*>(chunk & ~15ll));
+                            gk_copy16_async_line(gk_shared_address(to),
+                                                 reinterpret_cast<const void*>(chunk & ~15ll));
                         }
                     }
                 } else {
@@ -615,8 +620,8 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
                         bytes = bytes < 0 ? 0 : bytes > 16 ? 16 : bytes;
                         if (row < 0 || row >= rows) bytes = 0;
                         if (bytes == 16 || (bytes > 0 && aligned + 16 <= array_end)) {
-                            gk_copy16_async(gk_shared_address(to),
-                                            reinterpret_cast<const void*>(aligned));
+                            gk_copy16_async_line(gk_shared_address(to),
+                                                 reinterpret_cast<const void*>(aligned));
                         } else {
                             gk_copy_chunk_part(to, reinterpret_cast<const unsigned char*>(aligned),
                                                (int)bytes);
