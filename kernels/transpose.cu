@@ -341,16 +341,27 @@ __device__ __forceinline__ void gk_block_transpose(const unsigned (&rows)[W],
 #define GK_MAX_BLOCKS_OF_256 8
 #endif
 
+// The tiles of transpose_vector_shifted and transpose_vector_staged: 128 bytes of input columns
+// by 256 bytes of output rows, with SECTOR (32) bytes of extra rows, in words of W elements.
+template <typename T>
+struct GkWordTile {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2, "1- and 2-byte elements");
+    enum : int {
+        E = sizeof(T),         // bytes per element
+        W = 4 / E,             // elements per word
+        TC = 128 / E,          // input columns per tile (128 bytes)
+        TR = 256 / E,          // input rows per tile (256 bytes of an output row)
+        WORDS = (256 + 32) / 4 // words of a staged column: TR + SECTOR rows
+    };
+};
+
 template <typename T, typename Index, int LOAD_GROUPS, int MIN_BLOCKS>
 __global__ void __launch_bounds__(256, MIN_BLOCKS < GK_MAX_BLOCKS_OF_256 ? MIN_BLOCKS
                                                                          : GK_MAX_BLOCKS_OF_256)
 transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
                          Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
-    static_assert(sizeof(T) == 1 || sizeof(T) == 2, "1- and 2-byte elements");
-    constexpr int E = sizeof(T), W = 4 / E;  // bytes per element, elements per word
-    constexpr int TC = 128 / E;              // input columns per tile (128 bytes)
-    constexpr int TR = 256 / E;              // input rows per tile (256 bytes of an output row)
-    constexpr int WORDS = (256 + 32) / 4;    // words of a staged column: TR + SECTOR rows
+    using Tile = GkWordTile<T>;
+    constexpr int E = Tile::E, W = Tile::W, TC = Tile::TC, TR = Tile::TR, WORDS = Tile::WORDS;
     constexpr int PITCH = WORDS | 1;         // odd: see the bank note above
     constexpr int WARPS = 8;
     constexpr bool EVEN = WORDS % (WARPS * LOAD_GROUPS) == 0;  // every batch of groups is whole
@@ -543,11 +554,8 @@ template <typename T, typename Index>
 __global__ void __launch_bounds__(512, GK_STAGED_MIN_BLOCKS)
 transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
                         Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
-    static_assert(sizeof(T) == 1 || sizeof(T) == 2, "1- and 2-byte elements");
-    constexpr int E = sizeof(T), W = 4 / E;  // bytes per element, elements per word
-    constexpr int TC = 128 / E;              // input columns per tile (128 bytes)
-    constexpr int TR = 256 / E;              // input rows per tile (256 bytes of an output row)
-    constexpr int WORDS = (256 + 32) / 4;    // words of a staged column: TR + SECTOR rows
+    using Tile = GkWordTile<T>;
+    constexpr int E = Tile::E, W = Tile::W, TC = Tile::TC, TR = Tile::TR, WORDS = Tile::WORDS;
     constexpr int STAGED = WORDS * W;        // staged input rows
     constexpr int CHUNKS = 9;                // 16-byte chunks per raw row: 128 bytes + s_r
     constexpr int RAW_PITCH = 4 * CHUNKS;    // words
