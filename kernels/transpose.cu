@@ -495,7 +495,7 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 //    groups of rows (PARTS): the first 160 rows are transposed while the other 128 are on
 //    their way (+1% to +5% over one group). Each copy asks the L2 for its whole 128-byte line
 //    (.L2::128B): a row's stretch covers parts of two or three lines, whose other bytes the
-//    neighbouring column tiles copy soon after (8191 x 8193: +3%; benchmarks/NOTES.md, item 35).
+//    neighbouring column tiles copy soon after (8191 x 8193: +3.5%; benchmarks/NOTES.md, item 35).
 //  * Transform: lane i of a warp reads words s_r / 4 + i and + i + 1 of raw row r and
 //    funnel-shifts them by s_r mod 4 bytes: bytes [4 i, 4 i + 4) of the row's stretch, the
 //    word that transpose_vector_shifted assembles from global loads and a shuffle. 4 rows
@@ -521,8 +521,8 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 // A store reads words k and k + 1 (k < 39) and k + 32 and k + 33 of a column: the first pair
 // from `low`, the second from `high`. A block does one tile: a block that loops over tiles and
 // copies the next one while storing this one ran slower (3% to 18% at 8191 x 8193, item 35,
-// with two blocks per SM for the two raw buffers). The copies
-// need sm_80 (compiled for sm_75 they trap); the host launches transpose_vector_shifted there.
+// with two blocks per SM for the two raw buffers). The copies need sm_80 (compiled for sm_75
+// they trap); the host launches transpose_vector_shifted there.
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with 512
 // threads, STAGED_SHARED_BYTES of dynamic shared memory, grid (ceil(cols / 128),
 // max(1, ceil((rows - 32) / 256)) (grid-stride), batch).
