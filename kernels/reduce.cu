@@ -74,10 +74,11 @@ reduce_shuffle(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 stri
 // counter to 0 for the next launch. `counter` must be 0 at launch and must not be shared by
 // launches that can run at the same time (the host keeps one per device and stream).
 // Segments: block b reduces elements [b * segment, (b + 1) * segment), and large inputs get up
-// to 8 waves of blocks instead of one grid-stride wave. SMs do not all draw memory at the same
+// to 32 waves of blocks instead of one grid-stride wave. SMs do not all draw memory at the same
 // rate; with one wave the grid ends when the slowest SM does, while with several, SMs that run
-// ahead start more blocks (2^28 float32 on an H100: 0.988 -> 0.994-0.999 of cupy.sum, which is
-// CUB; benchmarks/NOTES.md, item 31).
+// ahead start more blocks. The host launches it with 1024 threads per block: two blocks per SM
+// read two streams of addresses where eight blocks of 256 read eight (2^28 float32 on an H100:
+// 0.994 -> 1.010 of cupy.sum, which is CUB; benchmarks/NOTES.md, items 31 and 36).
 // The segment is a whole number of block steps (16-byte words when contiguous), so every
 // segment of an aligned input starts aligned.
 // ---------------------------------------------------------------------------------------------

@@ -127,15 +127,17 @@ def reduction_sizes() -> list[int]:
     for k in (5, 8, 10, 12, 16, 20, 24):
         sizes |= {2**k - 1, 2**k, 2**k + 1}
     module = sys.modules[gk.sum.__module__]
-    block = getattr(module, "BLOCK", 256)
-    full_grid = block * getattr(module, "BLOCKS_PER_SM", 8) * _common.multiprocessor_count()
+    block = module.BLOCK
+    full_grid = block * module.BLOCKS_PER_SM * _common.multiprocessor_count()
     for edge in (block, full_grid, 2 * full_grid):
         sizes |= {edge - 1, edge, edge + 1}
-    # Where one_pass goes past one wave of blocks: strided inputs (an element per step) and
-    # contiguous float32 (a 16-byte word per step).
-    min_steps = getattr(module, "ONE_PASS_MIN_STEPS", 32)
-    for edge in (full_grid * min_steps, 4 * full_grid * min_steps):
-        sizes |= {edge - 1, edge, edge + 1}
+    # Where one_pass goes from one wave of blocks to two and three: strided inputs (an element
+    # per step) and contiguous float32 (a 16-byte word per step).
+    wave_steps = module.ONE_PASS_MIN_STEPS * module._blocks_per_wave(module.ONE_PASS_BLOCK)
+    for per_step in (1, 4):
+        for waves in (2, 3):
+            edge = waves * wave_steps * module.ONE_PASS_BLOCK * per_step
+            sizes |= {edge - 1, edge, edge + 1}
     return sorted(sizes)
 
 

@@ -27,20 +27,34 @@ __all__ = ["sum", "prod", "min", "max", "RUNGS", "KERNELS", "AXIS_KERNELS", "sum
 RUNGS = register_ladder("reduce", (
     Rung("two_pass", "grid-stride register sums, shared-memory tree, second launch over partials"),
     Rung("shuffle", "16-byte loads and warp shuffles (one barrier per block); still two launches"),
-    Rung("one_pass", "a contiguous segment per block, up to 8 waves; the last block folds the "
+    Rung("one_pass", "a contiguous segment per block, up to 32 waves; the last block folds the "
                      "partials: a single launch"),
 ))
 OPERATORS = {"sum": "SumOp", "prod": "ProdOp", "min": "MinOp", "max": "MaxOp"}
 for _name in OPERATORS:
     register_ladder(_name, RUNGS)
 
-BLOCK = 256  # threads per block; the kernels' shared-memory tree is sized by this template argument
-BLOCKS_PER_SM = 8  # enough resident warps to keep loads in flight while bounding the partials
-# one_pass: up to ONE_PASS_WAVES waves of BLOCKS_PER_SM blocks per SM, each block one contiguous
-# segment of at least ONE_PASS_MIN_STEPS steps (a word or element per thread each), so that
-# SMs that run ahead take more blocks; small inputs keep one wave of longer segments.
-ONE_PASS_WAVES = 8
-ONE_PASS_MIN_STEPS = 32
+BLOCK = 256  # threads per block of two_pass, shuffle and the row kernels (a template argument)
+BLOCKS_PER_SM = 8  # BLOCK-thread blocks that fill an SM: enough warps to keep loads in flight
+# one_pass reads with two blocks of 1024 threads per SM, two streams of addresses instead of
+# eight (2^28 float32 on an H100: 1.010 of cupy.sum, was 0.994; benchmarks/NOTES.md, item 36).
+ONE_PASS_BLOCK = 1024
+# one_pass: whole waves of blocks, up to ONE_PASS_WAVES, each block one contiguous segment of at
+# least ONE_PASS_MIN_STEPS steps (a word or element per thread each: 128 KiB of 16-byte words),
+# so that SMs that run ahead take more blocks; small inputs keep one wave of longer segments.
+ONE_PASS_WAVES = 32
+ONE_PASS_MIN_STEPS = 8
+
+
+def _block_threads(kernel: str) -> int:
+    """Threads per block of a reduction kernel (a rung or an axis kernel kind)."""
+    return {"one_pass": ONE_PASS_BLOCK}.get(kernel, BLOCK)
+
+
+def _blocks_per_wave(threads: int) -> int:
+    """Blocks of ``threads`` threads that fill every SM once (BLOCKS_PER_SM * BLOCK threads)."""
+    return BLOCKS_PER_SM * BLOCK // threads * multiprocessor_count()
+
 
 _C_TYPES = {
     numpy.dtype(numpy.bool_): "bool",
@@ -104,7 +118,7 @@ def _full_outputs(op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype) -> tup
 def _kernel_name(method: str, op: str, in_dtype: numpy.dtype, acc_dtype: numpy.dtype,
                  out_dtype: numpy.dtype) -> str:
     return (f"reduce_{method}<{op}, {_C_TYPES[in_dtype]}, {_C_TYPES[acc_dtype]}, "
-            f"{_C_TYPES[out_dtype]}, {BLOCK}>")
+            f"{_C_TYPES[out_dtype]}, {_block_threads(method)}>")
 
 
 def _full_instances() -> list[str]:
@@ -132,7 +146,7 @@ SHORT_ROW = 16  # rows up to this length get a thread each instead of a warp
 
 def _axis_kernel_name(kind: str, op: str, in_dtype, acc_dtype, out_dtype) -> str:
     return (f"reduce_{kind}<{op}, {_C_TYPES[in_dtype]}, {_C_TYPES[acc_dtype]}, "
-            f"{_C_TYPES[out_dtype]}, {BLOCK}>")
+            f"{_C_TYPES[out_dtype]}, {_block_threads(kind)}>")
 
 
 def _axis_instances() -> list[str]:
@@ -250,18 +264,20 @@ _SCRATCH_ITEM = 16  # bytes per partial: room for the widest accumulator (comple
 
 
 def _one_pass_max_blocks() -> int:
-    return ONE_PASS_WAVES * BLOCKS_PER_SM * multiprocessor_count()
+    return ONE_PASS_WAVES * _blocks_per_wave(ONE_PASS_BLOCK)
 
 
 def _one_pass_segments(n: int, step: int) -> tuple[int, int]:
     """(blocks, segment length in elements) of one_pass over ``n`` elements, ``step`` elements
-    per block step: segments of whole steps, at least ONE_PASS_MIN_STEPS of them unless one wave
-    of blocks covers the input."""
-    steps = ceil_div(n, step)
-    one_wave = BLOCKS_PER_SM * multiprocessor_count()
-    blocks = builtins.min(_one_pass_max_blocks(),
-                          builtins.max(builtins.min(one_wave, steps), steps // ONE_PASS_MIN_STEPS))
-    segment_steps = ceil_div(steps, blocks)
+    per block step: segments of whole steps (a block's first word is then as aligned as the
+    input's: segments of whole 16-byte words but not whole steps ran 1-3% slower); as many
+    whole waves of blocks as give each block ONE_PASS_MIN_STEPS steps or more, at least one
+    and at most ONE_PASS_WAVES. A partial last wave of a few blocks would hold the GPU for a
+    whole block's time while most SMs idle, since every block has the same work."""
+    steps = builtins.max(1, ceil_div(n, step))
+    one_wave = _blocks_per_wave(ONE_PASS_BLOCK)
+    waves = builtins.max(1, builtins.min(ONE_PASS_WAVES, steps // (ONE_PASS_MIN_STEPS * one_wave)))
+    segment_steps = ceil_div(steps, builtins.min(steps, waves * one_wave))
     return ceil_div(steps, segment_steps), segment_steps * step
 
 
@@ -377,9 +393,9 @@ def _plan_full(program: _Program, shape: tuple, strides: tuple, method: str, op:
     blocks = builtins.min(ceil_div(n, BLOCK * per_thread), BLOCKS_PER_SM * multiprocessor_count())
     result = program.allocate(out_shape, out_dtype)
     if method == "one_pass":
-        blocks, segment = _one_pass_segments(n, BLOCK * per_thread)
+        blocks, segment = _one_pass_segments(n, ONE_PASS_BLOCK * per_thread)
         program.launch(KERNELS, _kernel_name(method, op, read_dtype, acc_dtype, out_dtype),
-                       (blocks, 1, 1), (BLOCK, 1, 1),
+                       (blocks, 1, 1), (ONE_PASS_BLOCK, 1, 1),
                        ((source, 0), (result, 0), n, stride, segment, _PARTIALS, _COUNTER))
     elif blocks == 1:
         program.launch(KERNELS, _kernel_name(method, op, read_dtype, acc_dtype, out_dtype),
