@@ -30,7 +30,9 @@
 //   reduce_cols        k is the fast axis: a thread per column accumulates down the rows, so a
 //                      warp reads consecutive elements of one row. blockDim = (KT, P): KT
 //                      columns side by side, P threads per column splitting its rows, folded
-//                      in shared memory. Narrow arrays (K = 2) use P = BLOCK / 2.
+//                      in shared memory. Narrow arrays (K = 2) use P = BLOCK / 2. The host
+//                      runs it with 512 threads where the column blocks alone cover every
+//                      SM (columns of 256 then get P = 2), else with 256.
 //   reduce_cols_folded reduce_cols with the splits of each column folded in the same launch
 //                      (two more arguments: partials and tickets).
 #include "reduce_common.cuh"

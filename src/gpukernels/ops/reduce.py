@@ -36,9 +36,13 @@ for _name in OPERATORS:
 
 BLOCK = 256  # threads per block of two_pass, shuffle and the row kernels (a template argument)
 BLOCKS_PER_SM = 8  # BLOCK-thread blocks that fill an SM: enough warps to keep loads in flight
-# one_pass reads with two blocks of 1024 threads per SM, two streams of addresses instead of
-# eight (2^28 float32 on an H100: 1.010 of cupy.sum, was 0.994; benchmarks/NOTES.md, item 36).
+# Larger blocks where they measured faster (benchmarks/NOTES.md, item 36): one_pass reads with
+# two blocks of 1024 threads per SM, two streams of addresses instead of eight (2^28 float32 on
+# an H100: 1.010 of cupy.sum, was 0.994), and unsplit column reductions run 512 threads, so that
+# 256 columns side by side get two threads each (P in reduce_axis.cu) instead of one.
 ONE_PASS_BLOCK = 1024
+COLS_BLOCK = 512
+COLS_TILE = 256  # columns side by side in a column block, at most
 # one_pass: whole waves of blocks, up to ONE_PASS_WAVES, each block one contiguous segment of at
 # least ONE_PASS_MIN_STEPS steps (a word or element per thread each: 128 KiB of 16-byte words),
 # so that SMs that run ahead take more blocks; small inputs keep one wave of longer segments.
@@ -48,7 +52,7 @@ ONE_PASS_MIN_STEPS = 8
 
 def _block_threads(kernel: str) -> int:
     """Threads per block of a reduction kernel (a rung or an axis kernel kind)."""
-    return {"one_pass": ONE_PASS_BLOCK}.get(kernel, BLOCK)
+    return {"one_pass": ONE_PASS_BLOCK, "cols": COLS_BLOCK}.get(kernel, BLOCK)
 
 
 def _blocks_per_wave(threads: int) -> int:
@@ -292,9 +296,9 @@ def _one_pass_scratch() -> tuple:
             scratch = _scratch.get(key)
             if scratch is None:
                 partials = cupy.empty(_one_pass_max_blocks() * _SCRATCH_ITEM, dtype=numpy.uint8)
-                # A plan splits only while its blocks per split are under half this many (see
+                # A column plan splits only while it has fewer blocks per split than SMs (see
                 # _axis_plan), so reduce_cols_folded's column tiles always have a ticket.
-                tickets = cupy.zeros(BLOCKS_PER_SM * multiprocessor_count(), dtype=numpy.uint32)
+                tickets = cupy.zeros(multiprocessor_count(), dtype=numpy.uint32)
                 scratch = _scratch[key] = (cupy.zeros(1, dtype=numpy.uint32), partials, tickets)
     return scratch
 
@@ -439,29 +443,40 @@ def _axis_plan(itemsize: int, B: int, K: int, R: int, k_stride: int, r_stride: i
     ``may_split``, R is cut into parts (gridDim.y) when the rows or columns alone are too few to
     fill the GPU; each part then gives a partial, and the caller folds them.
     """
-    filling_blocks = BLOCKS_PER_SM * multiprocessor_count()
     if abs(r_stride) <= abs(k_stride) and R > SHORT_ROW:
         kind, block = "rows", (BLOCK, 1, 1)
         column_blocks = ceil_div(K, BLOCK // 32)
         per_word = 16 // itemsize if r_stride == 1 and itemsize <= 16 else 1
         # Enough warps to fill the GPU, each lane with four 16-byte words or more; parts start
-        # on 16-byte boundaries when the rows do.
+        # on 16-byte boundaries when the rows do. Half a wave of blocks or more stays whole: a
+        # second launch would cost more than it gives.
+        filling_blocks = _blocks_per_wave(BLOCK)
         splits = builtins.min(_splits_in_one_wave(filling_blocks, column_blocks * B),
                               ceil_div(R, 32 * per_word * 4))
+        if column_blocks * B * 2 >= filling_blocks:
+            splits = 1
         unit = per_word
     elif abs(r_stride) <= abs(k_stride):
         kind, block, column_blocks = "short_rows", (BLOCK, 1, 1), ceil_div(K, BLOCK)
         splits, unit = 1, 1
     else:
-        kind = "cols"
-        columns = builtins.min(BLOCK, _next_power_of_two(K))
-        block, column_blocks = (columns, BLOCK // columns, 1), ceil_div(K, columns)
-        # Each thread with four steps of eight rows or more.
-        splits = builtins.min(_splits_in_one_wave(filling_blocks, column_blocks * B),
-                              ceil_div(R, 32 * block[1]))
-        unit = 1
-    if not may_split or column_blocks * B * 2 >= filling_blocks:
-        splits = 1  # half a wave of blocks or more: a second launch would cost more than it gives
+        kind, unit = "cols", 1
+        columns = builtins.min(COLS_TILE, _next_power_of_two(K))
+        column_blocks = ceil_div(K, columns)
+        if column_blocks * B >= multiprocessor_count():
+            # A block on every SM: no split, since folding the splits costs more than the loads
+            # in flight they add ((256, 256, 256) float32 over axis 1 on an H100: 4 splits
+            # folded 30.2 us, unsplit 31.0 us with 256 threads, 26.9 us with 512; torch.sum
+            # 27.4 us). COLS_BLOCK threads give columns of 256 two threads each (P).
+            block, splits = (columns, COLS_BLOCK // columns, 1), 1
+        else:
+            # Splits of BLOCK-thread blocks that fill one wave, each thread with four steps of
+            # eight rows or more ((8192, 8192) over axis 0: 32 column blocks, 33 splits).
+            block = (columns, BLOCK // columns, 1)
+            splits = builtins.min(_splits_in_one_wave(_blocks_per_wave(BLOCK), column_blocks * B),
+                                  ceil_div(R, 32 * block[1]))
+    if not may_split:
+        splits = 1
     splits = builtins.max(1, builtins.min(splits, MAX_GRID_YZ))
     split = ceil_div(ceil_div(R, splits), unit) * unit
     return kind, (column_blocks, ceil_div(R, split), builtins.min(B, MAX_GRID_YZ)), block, split
