@@ -394,7 +394,7 @@ def _plan_full(program: _Program, shape: tuple, strides: tuple, method: str, op:
     per_thread = 1  # elements one thread takes per step: a 16-byte word for the vector rungs
     if method != "two_pass" and stride == 1:
         per_thread = builtins.max(1, 16 // read_dtype.itemsize)
-    blocks = builtins.min(ceil_div(n, BLOCK * per_thread), BLOCKS_PER_SM * multiprocessor_count())
+    blocks = builtins.min(ceil_div(n, BLOCK * per_thread), _blocks_per_wave(BLOCK))
     result = program.allocate(out_shape, out_dtype)
     if method == "one_pass":
         blocks, segment = _one_pass_segments(n, ONE_PASS_BLOCK * per_thread)
