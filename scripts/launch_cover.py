@@ -49,7 +49,7 @@ def choose(record: list[dict]) -> list[str]:
                   for line in record if not line.get("random")]
     chosen = []
     while left:
-        test, kernels, seconds = min(
+        test, kernels, _ = min(
             (c for c in candidates if c[1] & left),
             key=lambda c: c[2] / len(c[1] & left))
         chosen.append(test)
@@ -58,12 +58,12 @@ def choose(record: list[dict]) -> list[str]:
 
 
 def compiled_instances() -> set[str]:
-    """Every instance the kernel families compile ("file:instance"); needs no GPU."""
-    import gpukernels  # noqa: F401  (registers the families)
-    from gpukernels import _compile
+    """Every instance the kernel sources compile ("path:instance"); needs no GPU."""
+    import gpukernels  # noqa: F401  (registers the sources)
+    from gpukernels._core import compile as _compile
 
-    return {f"{family.filename}:{instance}"
-            for family in _compile.FAMILIES.values() for instance in family.instances}
+    return {f"{source.path}:{instance}"
+            for source in _compile.SOURCES.values() for instance in source.instances}
 
 
 def report_unlaunched(seen: set[str]) -> None:

@@ -22,11 +22,12 @@
 # --all-tests runs them over the whole suite. memcheck and initcheck always run every GPU test.
 #
 # --cover runs every tool over a subset of the tests instead: the suite first runs without a
-# sanitizer and records which kernel instances each test launches (tests/conftest.py,
-# GPUKERNELS_LAUNCH_RECORD); scripts/launch_cover.py picks the cheapest tests that together
-# launch all of them, and after each tool checks that the tool's run launched every one. A tool
-# then passes only if, in addition, no instance was missed. The record is kept in the log
-# directory and reused by a later --cover run with the same --log-dir.
+# sanitizer (in parallel workers when pytest-xdist is installed) and records which kernel
+# instances each test launches (tests/conftest.py, GPUKERNELS_LAUNCH_RECORD);
+# scripts/launch_cover.py picks the cheapest tests that together launch all of them, and after
+# each tool checks that the tool's run launched every one. A tool then passes only if, in
+# addition, no instance was missed. The record is kept in the log directory and reused by a
+# later --cover run with the same --log-dir.
 #
 # usage: scripts/sanitize.sh [options] [-- pytest arguments]
 #   --tool NAME     run only this tool (repeatable, or comma-separated); default: all four
@@ -102,40 +103,35 @@ done
 "$PYTHON" -c "import gpukernels as gk; print('gpukernels', gk.__version__, '- GPU:', gk.gpu_available())" \
     || { echo "cannot import gpukernels with $PYTHON" >&2; exit 2; }
 
-# Rungs whose kernels use shared memory, barriers or warp-level synchronisation.
+# Rungs whose kernels use shared memory, barriers or warp-level synchronisation, read from the
+# registry: each rung names its source and its kernel.
 sync_rungs() {
     "$PYTHON" - <<'EOF'
 import re
 
-import gpukernels as gk
-from gpukernels import _compile
+import gpukernels
+import gpukernels._core.device
+from gpukernels._core.compile import load_source
+from gpukernels._core.ladder import OPERATIONS
 
-rungs = set()
-for operation in ("transpose", "matmul", "reduce", "sum", "prod", "min", "max"):
-    try:
-        rungs |= set(gk.methods(operation))
-    except ValueError:
-        pass
 synchronising = re.compile(r"__syncthreads|__syncwarp|__shfl|_sync\s*\(|__shared__|"
                            r"cooperative_groups|bar\.sync|barrier|cp\.async")
 selected = set()
-for family in _compile.FAMILIES.values():
-    code = _compile.load_source(family.filename)
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)  # comments out
-    kernels = list(re.finditer(r"__global__", code))
-    for instance in family.instances:
-        base = instance.split("<", 1)[0].strip()
-        rung = base.split("_", 1)[-1]
-        if rung not in rungs:
-            continue  # not a rung (e.g. the benchmark's copy kernels)
-        kernel = family.function(instance)
+for op in OPERATIONS.values():
+    for rung in op.ladder:
+        code = re.sub(r"//[^\n]*|/\*.*?\*/", "", load_source(rung.source.path), flags=re.S)
+        kernels = [k.start() for k in re.finditer(r"__global__", code)]
+        definition = re.search(rf"\b{re.escape(rung.kernel)}\s*\(", code)
         body = ""
-        definition = re.search(rf"\b{re.escape(base)}\s*\(", code)
         if definition:
-            later = [k.start() for k in kernels if k.start() > definition.end()]
+            later = [k for k in kernels if k > definition.end()]
             body = code[definition.start():later[0] if later else len(code)]
-        if getattr(kernel, "shared_size_bytes", 0) or synchronising.search(body):
-            selected.add(rung)
+        # Helpers the kernel calls may hold its shared memory: ask the compiled kernel too.
+        shared = gpukernels.gpu_available() and rung.source.runs_on(
+            gpukernels._core.device.compute_capability()) and \
+            rung.source.function(rung.instances[0]).shared_size_bytes > 0
+        if synchronising.search(body) or shared:
+            selected.add(rung.name)
 print(" ".join(sorted(selected)))
 EOF
 }
@@ -167,8 +163,12 @@ if [ "$cover" = 1 ]; then
         echo "cover: reusing the launch record $record"
     else
         echo "=== cover: recording the launches of the suite without a sanitizer"
+        rm -f "$record.partial"
+        workers=()  # the recording run in parallel workers when pytest-xdist is there
+        "$PYTHON" -c "import xdist" 2> /dev/null && workers=(-n auto)
         GPUKERNELS_LAUNCH_RECORD="$record.partial" "$PYTHON" -m pytest -q -p no:cacheprovider \
-            -m "$marker" ${pytest_args[@]+"${pytest_args[@]}"} > "$log_dir/native.log" 2>&1
+            ${workers[@]+"${workers[@]}"} -m "$marker" ${pytest_args[@]+"${pytest_args[@]}"} \
+            > "$log_dir/native.log" 2>&1
         status=$?
         echo "cover: $(pytest_summary "$log_dir/native.log")"
         if [ "$status" != 0 ]; then
@@ -206,6 +206,7 @@ for tool in "${tools[@]}"; do
             fi ;;
     esac
     if [ "$cover" = 1 ]; then
+        rm -f "$log_dir/$tool.jsonl"  # the record is appended to
         environment+=(GPUKERNELS_SELECT="$log_dir/cover.txt"
                       GPUKERNELS_LAUNCH_RECORD="$log_dir/$tool.jsonl")
     fi

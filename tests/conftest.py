@@ -8,6 +8,8 @@
   duration (JSON lines); ``GPUKERNELS_SELECT=<file>`` runs only the test ids listed in a file.
   scripts/sanitize.sh uses both to run the sanitizers over a subset of tests that still launches
   every instance the suite launches (scripts/launch_cover.py).
+* Tests marked ``large`` (about 20 GiB of GPU memory each) run one at a time across pytest-xdist
+  workers: each holds a lock file while it runs.
 * ``rng`` gives a generator with fresh entropy; its seed is printed, recorded in the test's
   ``user_properties`` and shown in the report of a failing test. ``GPUKERNELS_SEED=<int>``
   replays a seed.
@@ -17,13 +19,15 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 
 import numpy
 import pytest
 
 import gpukernels
-from gpukernels import _common, _compile
+from gpukernels._core import compile as _compile
+from gpukernels._core import launch as _launch
 
 GPU = gpukernels.gpu_available()
 
@@ -53,6 +57,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: large tests are not serialised across workers
+    fcntl = None  # type: ignore[assignment]
+
+_LARGE_LOCK = os.path.join(tempfile.gettempdir(), "gpukernels-large-tests.lock")
+
+
+@pytest.fixture(autouse=True)
+def _one_large_test_at_a_time(request):
+    if request.node.get_closest_marker("large") is None or fcntl is None:
+        yield
+        return
+    with open(_LARGE_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture
 def rng(request) -> numpy.random.Generator:
     """A NumPy generator with fresh entropy (or ``GPUKERNELS_SEED``); the seed is reported."""
@@ -76,12 +101,14 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(params=["int32-index", "int64-index"])
-def index_width(request, monkeypatch):
+def index_width(request):
     """Run a test with the kernels' 32-bit index instances (what small inputs get) and again
     with the 64-bit ones (what inputs past 2**31 elements get), forced by lowering the limit."""
     if request.param == "int64-index":
-        monkeypatch.setattr(gpukernels._common, "INT32_INDEX_LIMIT", 0)
-    return request.param
+        with _launch.force_index_limit(0):
+            yield request.param
+    else:
+        yield request.param
 
 
 if RECORD:
@@ -89,7 +116,7 @@ if RECORD:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        _common.track_launches(True)
+        _launch.track_launches(True)
         start = time.perf_counter()
         try:
             return (yield)
@@ -98,11 +125,15 @@ if RECORD:
             # Property tests draw new shapes on every run, so their launches vary.
             drawn = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
             _record_lines.append({"test": item.nodeid, "seconds": seconds, "random": drawn,
-                                  "kernels": sorted(_common.track_launches(False) or ())})
+                                  "kernels": sorted(_launch.track_launches(False) or ())})
 
     def pytest_sessionfinish(session):
-        names = _compile.kernel_names()  # every launched kernel was fetched through a family
-        with open(RECORD, "w") as f:
-            for line in _record_lines:
-                line["kernels"] = sorted({names.get(k, "unknown") for k in line["kernels"]})
-                f.write(json.dumps(line) + "\n")
+        # Appended under a lock: with pytest-xdist each worker adds its own tests' lines.
+        names = _compile.kernel_names()  # every launched kernel was fetched through its source
+        for line in _record_lines:
+            line["kernels"] = sorted({names.get(k, "unknown") for k in line["kernels"]})
+        text = "".join(json.dumps(line) + "\n" for line in _record_lines)
+        with open(RECORD, "a") as f:
+            if fcntl is not None:
+                fcntl.flock(f, fcntl.LOCK_EX)
+            f.write(text)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 
-import sys
-
 import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import reference
+import references as reference
+from gpukernels._core.ladder import OPERATIONS
+from gpukernels._core.launch import record_launches
 
 #: Every reduction the suite knows NumPy's semantics for, present or not.
 ALL_REDUCTIONS = ("sum", "prod", "min", "max")
@@ -38,20 +38,52 @@ def dtype_id(dtype) -> str:
 
 
 def reduction_methods() -> tuple[str, ...]:
-    """The reduction ladder, whichever name it is registered under ("reduce" or "sum")."""
-    for ladder in ("reduce", "sum"):
-        try:
-            return gk.methods(ladder)
-        except ValueError:
-            continue
-    raise AssertionError("gpukernels registers no reduction ladder ('reduce' or 'sum')")
+    """The reduction ladder."""
+    return gk.methods("reduce")
 
 
 TRANSPOSE_METHODS = gk.methods("transpose")
-#: The SIMT matmul rungs, which take every real dtype (the tensor-core rungs have their own tests).
-MATMUL_METHODS = tuple(m for m in gk.methods("matmul")
-                       if m not in sys.modules[gk.matmul.__module__].TENSOR_CORE_METHODS)
+#: The tensor-core matmul rungs: they take float16, and float32 as TF32 (their own tests).
+TENSOR_CORE_METHODS = ("mma", "wgmma")
+#: The SIMT matmul rungs, which take every real dtype.
+MATMUL_METHODS = tuple(m for m in gk.methods("matmul") if m not in TENSOR_CORE_METHODS)
 REDUCE_METHODS = reduction_methods()
+
+
+SUM_REQUESTS = [None, numpy.int32, numpy.int64, numpy.uint8, numpy.float16, numpy.float32,
+                numpy.float64, numpy.complex64, numpy.complex128, numpy.bool_]
+
+
+def accepted_requests(operation: str):
+    """(input dtype, dtype= request, result dtype) for every request the wrapper accepts."""
+    import warnings
+
+    from gpukernels.ops.reduce.dtypes import reduction_result_dtype
+
+    requests = SUM_REQUESTS if operation in ("sum", "prod") else [None]
+    for dtype in ALL_DTYPES:
+        for requested in requests:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    result = reduction_result_dtype(operation, dtype, requested)
+                except TypeError:
+                    continue
+            yield dtype, requested, result
+
+
+def refused(operation: str, method: str, *inputs, **kwargs) -> bool:
+    """Whether rung ``method`` refuses these inputs (the word transposes take 1- and 2-byte
+    elements, say); when it does, check that the call raises TypeError or ValueError before
+    launching anything and that the library stays usable. ``"auto"`` takes every input."""
+    op = OPERATIONS[operation]
+    if method == "auto" or op.supports(method, *inputs, **kwargs):
+        return False
+    with record_launches() as launches:
+        with pytest.raises((TypeError, ValueError)):
+            op.function(*inputs, method=method, **kwargs)
+    assert launches == [], f"{operation} {method} launched before refusing the input"
+    return True
 
 
 def reduction(name: str):

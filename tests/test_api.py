@@ -5,17 +5,19 @@ None of these needs a GPU: errors for bad inputs must come before anything touch
 
 from __future__ import annotations
 
-import sys
+import itertools
+import typing
 import warnings
 
 import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import _common, reference
-
-matmul_mod = sys.modules[gk.matmul.__module__]
-reduction_mod = sys.modules[gk.sum.__module__]
+import references as reference
+from gpukernels._core.ladder import OPERATIONS
+from gpukernels.ops import matmul as matmul_mod
+from gpukernels.ops.matmul import rungs as matmul_rungs
+from gpukernels.ops.reduce import dtypes as reduction_mod
 
 GPU = gk.gpu_available()
 OPS = {"transpose": gk.transpose, "matmul": gk.matmul, "sum": gk.sum}
@@ -36,7 +38,7 @@ def call(op, x):
 # --- ladders ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("op, ladder", [
-    ("transpose", ("naive", "naive_col", "shared", "vector")),
+    ("transpose", ("naive", "naive_col", "shared", "vector", "words", "words_async")),
     ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile", "mma",
                 "wgmma")),
     ("reduce", ("two_pass", "shuffle", "one_pass")),
@@ -65,17 +67,18 @@ def test_public_names():
 
 
 def test_resolve_method():
-    assert _common.resolve_method("transpose", "auto", auto="shared") == "shared"
-    for op in OPS:
-        for name in gk.methods(op):
-            assert _common.resolve_method(op, name, auto="x") == name
+    for op in OPERATIONS.values():
+        ladder = op.ladder
+        assert ladder.resolve("auto", op.name) is None
+        for name in gk.methods(op.name):
+            assert ladder.resolve(name, op.name).name == name
         with pytest.raises(ValueError, match="bogus"):
-            _common.resolve_method(op, "bogus", auto="x")
+            ladder.resolve("bogus", op.name)
         with pytest.raises(ValueError):
-            _common.resolve_method(op, "AUTO", auto="x")
+            ladder.resolve("AUTO", op.name)
         for bad in (None, 1, b"auto", ("naive",)):
             with pytest.raises(TypeError):
-                _common.resolve_method(op, bad, auto="x")
+                ladder.resolve(bad, op.name)
 
 
 # --- host inputs are refused before anything GPU-related ----------------------------------------
@@ -139,8 +142,8 @@ def test_cpu_dlpack_tensor_raises_type_error(op):
 @pytest.mark.parametrize("op", list(OPS))
 def test_device_array_without_gpu_raises_no_gpu_error(op):
     class FakeCAI:
-        __cuda_array_interface__ = {"shape": (2, 2), "typestr": "<f4", "data": (0, False),
-                                    "version": 3}
+        __cuda_array_interface__: typing.ClassVar[dict] = {
+            "shape": (2, 2), "typestr": "<f4", "data": (0, False), "version": 3}
 
     with pytest.raises(gk.NoGPUError, match="GPU"):
         call(op, FakeCAI())
@@ -195,36 +198,36 @@ SUM_REQUESTS = [None, numpy.int32, numpy.int64, numpy.uint8, numpy.float16, nump
                 numpy.float64, numpy.complex64, numpy.complex128, numpy.bool_]
 
 
-class FakeDevice:
-    """What the matmul method checks read from a device: its id and compute capability."""
-
-    def __init__(self, capability: str):
-        self.id, self.compute_capability = 0, capability
+def _problem(capability, dtype="float32", precision="tf32", shape=(1, 256, 256, 256)):
+    batch, M, N, K = shape
+    return matmul_rungs.Problem(batch, M, N, K, numpy.dtype(dtype), precision, capability, 132)
 
 
-@pytest.mark.parametrize("capability, expected", [("80", "mma"), ("89", "mma"), ("90", "wgmma"),
-                                                  ("100", "mma"), ("120", "mma")])
+@pytest.mark.parametrize("capability, expected", [(80, "mma"), (89, "mma"), (90, "wgmma"),
+                                                  (100, "mma"), (120, "mma")])
 def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):
     # TF32 and float16 both go to the tensor cores; wgmma's sm_90a code runs on 9.0 only.
-    device = FakeDevice(capability)
-    assert matmul_mod._choose_method("auto", numpy.dtype(numpy.float32), "tf32", device,
-                                     (1, 256, 256, 256)) == expected
+    assert matmul_rungs.choose(_problem(capability)).name == expected
+    assert matmul_rungs.choose(_problem(capability, "float16", "highest")).name == expected
     # Past wgmma's 32-bit extents, auto stays on mma.
-    assert matmul_mod._choose_method("auto", numpy.dtype(numpy.float32), "tf32", device,
-                                     (1, 16, 16, 2**31)) == "mma"
+    assert matmul_rungs.choose(_problem(capability, shape=(1, 16, 16, 2**31))).name == "mma"
+    # Below 8.0 (no tensor cores) float16 runs on the SIMT rungs.
+    assert matmul_rungs.choose(_problem(75, "float16", "highest")).name in ("warp_tiled",
+                                                                              "large_tile")
 
 
 def test_matmul_wgmma_needs_hopper_and_32_bit_extents():
-    float32 = numpy.dtype(numpy.float32)
-    with pytest.raises(ValueError, match="compute capability 9.0"):
-        matmul_mod._choose_method("wgmma", float32, "tf32", FakeDevice("80"), (1, 64, 64, 64))
-    with pytest.raises(ValueError, match="below 2\\*\\*31"):
-        matmul_mod._choose_method("wgmma", float32, "tf32", FakeDevice("90"), (1, 2**31, 1, 8))
+    wgmma = matmul_rungs.LADDER["wgmma"]
+    with pytest.raises(ValueError, match=r"compute capability 9\.0"):
+        wgmma.plan(_problem(80, shape=(1, 64, 64, 64)))
+    with pytest.raises(ValueError, match=r"below 2\*\*31"):
+        wgmma.plan(_problem(90, shape=(1, 2**31, 1, 8)))
     with pytest.raises(ValueError, match="precision='tf32'"):
-        matmul_mod._choose_method("wgmma", float32, "highest", FakeDevice("90"), (1, 8, 8, 8))
+        wgmma.plan(_problem(90, precision="highest", shape=(1, 8, 8, 8)))
     with pytest.raises(TypeError, match="float64"):
-        matmul_mod._choose_method("wgmma", numpy.dtype(numpy.float64), "highest",
-                                  FakeDevice("90"), (1, 8, 8, 8))
+        wgmma.plan(_problem(90, "float64", "highest", (1, 8, 8, 8)))
+    with pytest.raises(ValueError, match="precision='tf32' runs on the tensor-core rungs"):
+        matmul_rungs.LADDER["tiled"].plan(_problem(90))
 
 
 @pytest.mark.parametrize("requested", SUM_REQUESTS,
@@ -237,13 +240,17 @@ def test_sum_result_dtype_mirrors_numpy(dtype, requested):
             want = numpy.sum(numpy.zeros(1, dtype), dtype=requested).dtype
         except TypeError:
             with pytest.raises(TypeError):
-                reduction_mod.sum_result_dtype(dtype, requested)
+                reduction_mod.reduction_result_dtype("sum", dtype, requested)
             return
-        assert reduction_mod.sum_result_dtype(dtype, requested) == want
+        assert reduction_mod.reduction_result_dtype("sum", dtype, requested) == want
+
+
+def _sum_result_dtype(dtype, requested=None):
+    return reduction_mod.reduction_result_dtype("sum", dtype, requested)
 
 
 def test_sum_result_dtype_defaults():
-    f = reduction_mod.sum_result_dtype
+    f = _sum_result_dtype
     assert f(numpy.dtype(numpy.int32)) == numpy.int64
     assert f(numpy.dtype(numpy.uint8)) == numpy.uint64
     assert f(numpy.dtype(numpy.bool_)) == numpy.int64
@@ -256,33 +263,34 @@ def test_sum_result_dtype_defaults():
                          ids=["object", "str", "bytes", "datetime64", "timedelta64", "structured"])
 def test_sum_result_dtype_rejects_non_numeric(dtype):
     with pytest.raises(TypeError):
-        reduction_mod.sum_result_dtype(numpy.dtype(dtype))
+        _sum_result_dtype(numpy.dtype(dtype))
 
 
 def test_sum_result_dtype_rejects_object_request():
     with pytest.raises(TypeError):
-        reduction_mod.sum_result_dtype(numpy.dtype(numpy.float32), object)
+        _sum_result_dtype(numpy.dtype(numpy.float32), object)
 
 
 def test_sum_result_dtype_rejects_other_requests():
     for requested in ("datetime64[s]", str, "timedelta64[s]"):
         with pytest.raises(TypeError):
-            reduction_mod.sum_result_dtype(numpy.dtype(numpy.float32), requested)
+            _sum_result_dtype(numpy.dtype(numpy.float32), requested)
 
 
 @pytest.mark.skipif(numpy.dtype(numpy.longdouble) == numpy.float64,
                     reason="longdouble is float64 here")
 def test_sum_result_dtype_rejects_longdouble():
     with pytest.raises(TypeError):
-        reduction_mod.sum_result_dtype(numpy.dtype(numpy.longdouble))
+        _sum_result_dtype(numpy.dtype(numpy.longdouble))
     with pytest.raises(TypeError):
-        reduction_mod.sum_result_dtype(numpy.dtype(numpy.float32), numpy.longdouble)
+        _sum_result_dtype(numpy.dtype(numpy.float32), numpy.longdouble)
 
 
 AXIS_CASES = [
     (None, 3), (0, 3), (-1, 3), (2, 3), ((0, -1), 3), ((2, 0), 3), ((), 3), ((0, 1, 2), 3),
     (numpy.int64(1), 2), (3, 3), (-4, 3), ((0, 3), 3), (None, 0), ((), 0), ((0,), 0), (1, 0),
     ((0, 0), 2), ((0, -2), 2), ((1, -1, 0), 3), (1.0, 2), ((0, 1.5), 2), ("0", 2), ([0, 1], 2),
+    (True, 2), ((True,), 2), (numpy.bool_(False), 2),
 ]
 
 
@@ -385,7 +393,7 @@ def test_sum_error_bound(dtype):
         assert bound == [0.0] * 4
     else:
         assert all(b > 0 for b in bound), bound
-        assert all(b1 < b2 for b1, b2 in zip(bound, bound[1:])), bound
+        assert all(b1 < b2 for b1, b2 in itertools.pairwise(bound)), bound
         assert bound[-1] < 100_000  # the bound says something: far below the sum itself
     assert reference.sum_error_bound(numpy.ones(0, dtype), numpy.float32) == 0.0
 
@@ -466,9 +474,10 @@ def test_random_array_uses_the_generator():
 
 def test_import_without_gpu_does_not_compile():
     # gpukernels is already imported (conftest); on a machine without a GPU nothing was compiled.
-    from gpukernels import _compile
+    from gpukernels._core import compile as _compile
 
     if not GPU:
-        assert all(not family._modules for family in _compile.FAMILIES.values())
+        groups = [g for s in _compile.SOURCES.values() for g in s.groups]
+        assert groups and all(not g._modules for g in groups)
         with pytest.raises(gk.NoGPUError):
-            _compile.FAMILIES["transpose.cu"].module()
+            _compile.SOURCES["transpose/transpose.cu"].groups[0].module()

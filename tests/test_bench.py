@@ -6,10 +6,10 @@ and check what they record, never how fast anything is.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import struct
-import sys
 
 import numpy
 import pytest
@@ -17,27 +17,32 @@ import pytest
 import gpukernels as gk
 from gpukernels import benchmark
 from gpukernels.__main__ import build_parser, main
+from gpukernels._core.ladder import OPERATIONS
 from gpukernels.benchmark import BenchResult, Measurement, Timing
-from gpukernels.introspect import ladder_methods, reduction_operations
+from gpukernels.benchmark import sweep as _sweep
+from gpukernels.benchmark import timing as _timing
 
 GPU = gk.gpu_available()
 TRANSPOSE_RUNGS = gk.methods("transpose")
 MATMUL_RUNGS = gk.methods("matmul")
-TENSOR_METHODS = sys.modules[gk.matmul.__module__].TENSOR_CORE_METHODS
-REDUCE_RUNGS = ladder_methods("sum")
+TENSOR_METHODS = ("mma", "wgmma")
+REDUCE_RUNGS = gk.methods("sum")
+REDUCTIONS = tuple(name for name, op in OPERATIONS.items() if op.ladder.name == "reduce")
 ENVIRONMENT = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-22T10:00:00+00:00",
                "l2_bytes": 50 * 2**20, "compute_capability": "9.0", "multiprocessors": 132,
                "cupy": "14.2.0"}
 
 
-def row(operation, method, shape, rate, *, dtype="float32", kind="rung", sweep="size",
+def row(operation, method, shape, rate, *, dtype="float32", role="rung", sweep="size",
         correct=True, status="ok", unit=None, **notes):
     unit = unit or ("TFLOP/s" if operation == "matmul" else "GB/s")
     finite = math.isfinite(rate)
     return Measurement(operation, method, tuple(shape), dtype,
-                       correct if kind != "ceiling" else None, 1.0 if finite else math.nan, rate,
-                       unit, ratio=rate / 3000 if finite else math.nan, kind=kind, notes=notes,
-                       status=status, sweep=sweep)
+                       correct if role != "ceiling" else None, 1.0 if finite else math.nan, rate,
+                       unit, ratio=rate / 3000 if finite else math.nan, role=role, notes=notes,
+                       status=status, sweep=sweep, ladder=_sweep.ladder_of(operation),
+                       call_ms=1.1 if finite else math.nan,
+                       call_ratio=rate / 3300 if finite else math.nan)
 
 
 def synthetic_result() -> BenchResult:
@@ -45,28 +50,28 @@ def synthetic_result() -> BenchResult:
     rows = []
     for dtype in ("int8", "float32"):
         for n in (1024, 4096, 16384):
-            rows.append(row("transpose", "device copy", (n, n), 2900.0, dtype=dtype, kind="ceiling"))
+            rows.append(row("transpose", "device copy", (n, n), 2900.0, dtype=dtype, role="ceiling"))
             rows += [row("transpose", m, (n, n), 500.0 * (i + 1), dtype=dtype)
                      for i, m in enumerate(TRANSPOSE_RUNGS)]
             rows.append(row("transpose", "cupy.ascontiguousarray(x.T)", (n, n), 950.0,
-                            dtype=dtype, kind="library"))
+                            dtype=dtype, role="library"))
         rows.append(row("transpose", "device copy", (8191, 8193), 2800.0, dtype=dtype,
-                        kind="ceiling", sweep="odd"))
+                        role="ceiling", sweep="odd"))
         rows += [row("transpose", m, (8191, 8193), 400.0 * (i + 1), dtype=dtype, sweep="odd")
                  for i, m in enumerate(TRANSPOSE_RUNGS)]
     rows[1] = row("transpose", TRANSPOSE_RUNGS[0], (1024, 1024), 450.0, dtype="int8",
                   correct=False, status="wrong")
     for n in (512, 2048, 8192):
-        rows.append(row("matmul", "cupy.matmul (cuBLAS)", (n, n, n), 51.0, kind="ceiling"))
+        rows.append(row("matmul", "cupy.matmul (cuBLAS)", (n, n, n), 51.0, role="ceiling"))
         rows += [row("matmul", m, (n, n, n), 3.0 * (i + 1)) for i, m in enumerate(MATMUL_RUNGS)]
     rows[-len(MATMUL_RUNGS)] = row("matmul", MATMUL_RUNGS[0], (8192,) * 3, math.nan,
                                    correct=None, status="skipped", reason="predicted 330 ms")
     for n in (2**16, 2**28):
-        rows.append(row("sum", "cupy.sum", (n,), 3000.0, kind="ceiling"))
-        rows.append(row("sum", "torch.sum", (n,), 2950.0, kind="library"))
+        rows.append(row("sum", "cupy.sum", (n,), 3000.0, role="ceiling"))
+        rows.append(row("sum", "torch.sum", (n,), 2950.0, role="library"))
         rows += [row("sum", m, (n,), 2700.0) for m in REDUCE_RUNGS]
     for shape, axis in (((8192, 8192), 0), ((10**6, 2), 1)):
-        rows.append(row("sum", "cupy.sum", shape, 1500.0, kind="ceiling", sweep="axis", axis=axis))
+        rows.append(row("sum", "cupy.sum", shape, 1500.0, role="ceiling", sweep="axis", axis=axis))
         rows += [row("sum", m, shape, math.nan, sweep="axis", correct=None,
                      status="not supported", axis=axis, reason="partial reduction")
                  for m in REDUCE_RUNGS]
@@ -126,31 +131,62 @@ def test_parse_bench_arguments():
                                       "--dtypes", "float32", "--methods", "naive", "--no-axis",
                                       "--json", "out.json", "--plot", "out.png"])
     assert (args.command, args.target, args.sizes, args.dtypes) == \
-        ("bench", "transpose", ["1024", "2**12"], ["float32"])
+        ("bench", ["transpose"], ["1024", "2**12"], ["float32"])
     assert (args.methods, args.axis, args.json, args.plot) == (["naive"], False, "out.json", "out.png")
     default = build_parser().parse_args(["bench"])
-    assert default.target == "all" and default.shapes is None and default.axis
+    assert default.target == ["all"] and default.shapes is None and default.axis
+    several = build_parser().parse_args(["bench", "sum", "max"])
+    assert several.target == ["sum", "max"]
 
 
 def test_parse_main_arguments_keep_working():
     args = build_parser().parse_args(["--ops", "transpose", "sum", "--quick", "--json", "x.json"])
     assert args.command is None
     assert (args.ops, args.main_quick, args.main_json) == (["transpose", "sum"], True, "x.json")
-    assert build_parser().parse_args([]).ops == ["transpose", "matmul", "reduce"]
+    assert build_parser().parse_args([]).ops == ["all"]
+
+
+def test_choices_come_from_the_registry(capsys):
+    assert benchmark.targets() == ("all", "transpose", "matmul", "reduce", "sum", "prod", "min",
+                                   "max")
+    text = help_text(capsys, "describe")
+    assert all(name in text for name in OPERATIONS)
+    text = help_text(capsys, "bench")
+    for op in OPERATIONS.values():
+        assert op.bench.ceiling.split()[0] in text
 
 
 @pytest.mark.parametrize("argv, message", [
     (["bench", "transpose", "--sizes", "huge"], "not a size"),
-    (["bench", "nothing"], "invalid choice"),
+    (["bench", "nothing"], "unknown benchmark target"),
     (["bench", "transpose", "--methods", "bogus"], "bogus"),
     (["describe", "transpose", "bogus"], "bogus"),
     (["--ops", "nothing"], "invalid choice"),
+    (["describe", "transpose", "naive", "--dtype", "int8"], "--dtype goes with --shape"),
+    (["describe", "sum", "--axis", "0"], "--axis goes with --shape"),
+    (["--json", "x.json", "describe", "sum"], "belong to the default command"),
+    (["--quick", "bench", "sum"], "belong to the default command"),
 ])
 def test_bad_arguments(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    if argv[0] in ("bench", "describe"):  # a subcommand's error shows its own usage
+        assert f"python -m gpukernels {argv[0]}" in err.splitlines()[0]
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"gpukernels {gk.__version__}"
+
+
+def test_help_lines_are_wrapped(capsys):
+    for argv in ((), ("bench",), ("describe",), ("plot",)):
+        assert max(len(line) for line in help_text(capsys, *argv).splitlines()) <= 100, argv
 
 
 @pytest.mark.skipif(GPU, reason="checks the message without a GPU")
@@ -158,7 +194,8 @@ def test_bad_arguments(capsys, argv, message):
                                   ["describe", "transpose", "naive", "--shape", "64", "64"]])
 def test_commands_without_gpu(capsys, argv):
     assert main(argv) == 1
-    assert "needs a CUDA GPU" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "needs a CUDA GPU" in err and "describe" in err  # what works without one
 
 
 def test_describe_command_needs_no_gpu(capsys):
@@ -168,6 +205,9 @@ def test_describe_command_needs_no_gpu(capsys):
     assert main(["describe", "matmul", MATMUL_RUNGS[-1]]) == 0
     out = capsys.readouterr().out
     assert f"matmul_{MATMUL_RUNGS[-1]}(" in out and "__global__" in out
+    assert main(["describe", "reduce"]) == 0  # a ladder's name describes its operations' rungs
+    out = capsys.readouterr().out
+    assert all(rung in out for rung in REDUCE_RUNGS)
     assert main(["describe", "sum", REDUCE_RUNGS[0], "--no-source"]) == 0
     assert "__global__" not in capsys.readouterr().out
 
@@ -176,39 +216,30 @@ def test_describe_command_needs_no_gpu(capsys):
 
 def test_measurement_properties():
     r = row("sum", "two_pass", (8192, 8192), 1.0, axis=0)
-    assert (r.family, r.axis, r.case, r.size_bytes) == ("reduce", 0, "8192x8192 axis=0", 8192**2 * 4)
-    m = row("matmul", "tiled", (2, 3, 4), 1.0)
-    assert (m.family, m.axis, m.case, m.size_bytes) == ("matmul", None, "2x3x4", (6 + 12) * 4)
-    # TF32 rows hold float32 data; float16 ones two bytes an element.
-    assert row("matmul", "wgmma", (2, 3, 4), 1.0, dtype="tf32").size_bytes == (6 + 12) * 4
-    assert row("matmul", "wgmma", (2, 3, 4), 1.0, dtype="float16").size_bytes == (6 + 12) * 2
-
-
-def test_select_methods():
-    assert benchmark._select_methods("transpose", None) == TRANSPOSE_RUNGS
-    assert benchmark._select_methods("transpose", reversed(TRANSPOSE_RUNGS[:2])) == TRANSPOSE_RUNGS[:2]
-    with pytest.raises(ValueError, match="bogus"):
-        benchmark._select_methods("matmul", ["bogus"])
+    assert (r.ladder, r.axis, r.case, r.size_bytes) == ("reduce", 0, "8192x8192 axis=0", 8192**2 * 4)
+    m = row("matmul", "tiled", (2, 3, 4), 1.0, input_bytes=(6 + 12) * 4)
+    assert (m.ladder, m.axis, m.case, m.size_bytes) == ("matmul", None, "2x3x4", (6 + 12) * 4)
 
 
 def test_split_methods():
-    split = benchmark.split_methods(["transpose", "matmul", "reduce"], ["naive", REDUCE_RUNGS[0]])
-    assert split == {"transpose": ("naive",), "matmul": ("naive",), "reduce": (REDUCE_RUNGS[0],)}
+    split = benchmark.split_methods(["transpose", "matmul", "sum"], ["naive", REDUCE_RUNGS[0]])
+    assert split == {"transpose": ("naive",), "matmul": ("naive",), "sum": (REDUCE_RUNGS[0],)}
     assert benchmark.split_methods(["matmul"], None) == {"matmul": None}
     with pytest.raises(ValueError, match="bogus"):
         benchmark.split_methods(["transpose"], ["bogus"])
 
 
-def test_reduction_operations_follow_the_package():
-    operations = reduction_operations()
-    assert "sum" in operations
-    for operation in operations:
-        assert callable(getattr(gk, operation))
-        assert ladder_methods(operation)
+def test_targets_name_operations_and_ladders():
+    assert [op.name for op in benchmark.resolve_targets("reduce")] == list(REDUCTIONS)
+    assert [op.name for op in benchmark.resolve_targets(["sum", "transpose"])] == ["sum",
+                                                                                  "transpose"]
+    assert [op.name for op in benchmark.resolve_targets("all")] == list(OPERATIONS)
+    with pytest.raises(ValueError, match="unknown benchmark target"):
+        benchmark.resolve_targets("fft")
 
 
 def test_predictor_scales_with_work():
-    predictor = benchmark._Predictor()
+    predictor = _sweep._Predictor()
     assert predictor.predict_ms(("a",), 8.0) == 0.0
     predictor.record(("a",), 1.0, 40.0)
     assert predictor.predict_ms(("a",), 8.0) == pytest.approx(320.0)
@@ -217,36 +248,42 @@ def test_predictor_scales_with_work():
     assert predictor.predict_ms(("a",), 8.0) == pytest.approx(320.0)
 
 
-def test_defaults_and_quick():
-    full = benchmark._defaults("transpose", False, sizes=None, dtypes=None, shapes=None)
-    assert full["sizes"][0] * full["sizes"][0] * 4 < 50 * 2**20 < full["sizes"][-1] ** 2 * 4
-    assert {"int8", "float16", "float32", "float64"} <= set(full["dtypes"])
-    assert (8191, 8193) in full["shapes"] and any(len(s) == 3 for s in full["shapes"])
-    quick = benchmark._defaults("reduce", True, sizes=None, dtypes=None, axis_cases=None)
-    assert max(quick["sizes"]) < 2**20
-    assert benchmark._defaults("matmul", False, sizes=[3], dtypes=None)["sizes"] == (3,)
-    cases = benchmark._defaults("reduce", False, axis_cases=None)["axis_cases"]
-    assert (((8192, 8192), 0) in cases and ((8192, 8192), 1) in cases
-            and ((10**6, 2), 1) in cases and ((1, 2**24), 1) in cases)
+def test_sweeps_come_from_each_operations_spec():
+    spec = OPERATIONS["transpose"].bench
+    full = spec.cases("transpose", **{k: spec.defaults[k] for k in ("sizes", "dtypes", "shapes")})
+    squares = [c.shape for c in full if c.sweep == "size"]
+    assert squares[0][0] ** 2 * 4 < 50 * 2**20 < squares[-1][0] ** 2 * 4
+    assert {"int8", "float16", "float32", "float64"} <= {c.dtype for c in full}
+    assert {"odd", "stacked"} <= {c.sweep for c in full}
+    reduce_spec = OPERATIONS["sum"].bench
+    assert max(reduce_spec.quick["sizes"]) < 2**20
+    cases = reduce_spec.cases("sum", sizes=(), dtypes=(), shapes=(),
+                              axis_cases=reduce_spec.defaults["axis_cases"])
+    axes = {(c.shape, c.kwargs["axis"]) for c in cases}
+    assert {((8192, 8192), 0), ((8192, 8192), 1), ((10**6, 2), 1), ((1, 2**24), 1)} <= axes
+    matmul = OPERATIONS["matmul"].bench.cases("matmul", sizes=(3,), dtypes=("tf32",), shapes=())
+    assert [(c.shape, c.dtype) for c in matmul] == [((3, 3, 3), "tf32")]
+    for op in OPERATIONS.values():  # every operation is in the main job
+        assert op.bench.main_cases(op.name, True) and op.bench.main_cases(op.name, False)
 
 
 def test_result_sequence_filter_and_wrong():
     result = synthetic_result()
-    assert result.families == ("transpose", "matmul", "reduce")
+    assert result.ladders == ("transpose", "matmul", "reduce")
     assert len(result) == len(result.measurements) and result[0] is result.measurements[0]
     assert [r.status for r in result.wrong] == ["wrong"]
-    rungs = result.filter(operation="transpose", dtype=("int8",), kind="rung")
+    rungs = result.filter(operation="transpose", dtype=("int8",), role="rung")
     assert {r.method for r in rungs} == set(TRANSPOSE_RUNGS)
-    assert result.filter(shape=(8191, 8193), kind="ceiling").measurements[0].dtype == "int8"
+    assert result.filter(shape=(8191, 8193), role="ceiling").measurements[0].dtype == "int8"
     joined = BenchResult.join([result.filter(operation="matmul"), result.filter(operation="sum")])
-    assert joined.families == ("matmul", "reduce")
+    assert joined.ladders == ("matmul", "reduce")
 
 
 def test_text_table():
     text = str(synthetic_result())
     lines = text.splitlines()
     assert lines[0].startswith("NVIDIA H100 80GB HBM3 (sm_90, 132 SMs), CuPy 14.2.0")
-    assert "x ceiling" in lines[1]
+    assert "x ceil" in lines[1] and "per call" in lines[1] and "held ms" in lines[1]
     body = "\n".join(lines[3:])
     for word in ("NO", "skip", "n/s", "8192x8192 axis=0", "GB/s", "TFLOP/s", "device copy"):
         assert word in body, word
@@ -270,14 +307,28 @@ def test_json_round_trip(tmp_path):
     data = json.loads(path.read_text())  # strict JSON: NaN is written as null
     assert data["environment"] == ENVIRONMENT
     assert len(data["measurements"]) == len(result)
-    skipped = [m for m in data["measurements"] if m["status"] == "skipped"][0]
+    skipped = next(m for m in data["measurements"] if m["status"] == "skipped")
     assert skipped["time_ms"] is None and skipped["notes"]["reason"]
     loaded = BenchResult.load(path)
     assert len(loaded) == len(result)
     for before, after in zip(result, loaded):
-        assert (after.operation, after.method, after.shape, after.status, after.axis) == \
-            (before.operation, before.method, before.shape, before.status, before.axis)
+        assert (after.operation, after.method, after.shape, after.status, after.axis,
+                after.role, after.ladder) == (before.operation, before.method, before.shape,
+                                              before.status, before.axis, before.role,
+                                              before.ladder)
         assert math.isnan(after.rate) == math.isnan(before.rate)
+        assert math.isnan(after.call_ratio) == math.isnan(before.call_ratio)
+
+
+def test_earlier_results_load(tmp_path):
+    # A file of an earlier version: "kind", the per-call time in the notes, no ladder.
+    entry = {"operation": "sum", "method": "one_pass", "shape": [16], "dtype": "int32",
+             "correct": True, "time_ms": 0.01, "rate": 3000.0, "unit": "GB/s", "ratio": 1.0,
+             "ceiling": "cupy.sum", "kind": "rung", "notes": {"call_ms": 0.02},
+             "status": "ok", "sweep": "size"}
+    (tmp_path / "old.json").write_text(json.dumps({"environment": {}, "measurements": [entry]}))
+    (loaded,) = BenchResult.load(tmp_path / "old.json")
+    assert (loaded.role, loaded.ladder, loaded.call_ms) == ("rung", "reduce", 0.02)
 
 
 def test_legacy_write_json(tmp_path):
@@ -287,18 +338,18 @@ def test_legacy_write_json(tmp_path):
 
 def test_progress_lines_and_bar(capsys):
     lines = []
-    progress = benchmark._Progress(2, lines.append, "test")
+    progress = _sweep._Progress(2, lines.append, "test")
     progress.start("case one")
     progress.done()
     progress.close()
     assert lines == ["case one ..."]
     pytest.importorskip("tqdm")
-    bar = benchmark._Progress(2, True, "sweeping")
+    bar = _sweep._Progress(2, True, "sweeping")
     bar.start("case one")
     bar.done()
     bar.close()
     assert "sweeping" in capsys.readouterr().err
-    silent = benchmark._Progress(2, False, "quiet")
+    silent = _sweep._Progress(2, False, "quiet")
     silent.start("case")
     silent.done()
     silent.close()
@@ -314,7 +365,7 @@ def is_png(path) -> tuple[int, int]:
 
 
 def legend_labels(figure) -> list[str]:
-    legends = list(figure.legends) + [l for sub in figure.subfigs for l in sub.legends]
+    legends = list(figure.legends) + [legend for sub in figure.subfigs for legend in sub.legends]
     return [text.get_text() for legend in legends for text in legend.get_texts()]
 
 
@@ -346,18 +397,18 @@ def test_plot_reductions_with_axis_cases():
     pytest.importorskip("matplotlib")
     figure = synthetic_result().plot("reduce")
     titles = [ax.get_title() for ax in figure.axes if ax.get_visible()]
-    assert titles == ["sum, float32", "sum over one axis, float32"]
+    assert titles == ["sum, float32", "sum over some axes, float32"]
     bars = figure.axes[1]
     assert [t.get_text() for t in bars.get_yticklabels()] == ["8192x8192 axis=0", "1000000x2 axis=1"]
     assert any("not supported" in t.get_text() for t in bars.texts)
-    assert "CuPy reduction (ceiling)" in legend_labels(figure)
+    assert "cupy.sum (ceiling)" in legend_labels(figure)
 
 
 def test_plot_every_family_in_one_figure():
     pytest.importorskip("matplotlib")
     figure = synthetic_result().plot()
     assert len(figure.subfigs) == 3
-    with pytest.raises(ValueError, match="family"):
+    with pytest.raises(ValueError, match="no 'bogus' measurements"):
         synthetic_result().plot("bogus")
     with pytest.raises(ValueError, match="no measurements"):
         BenchResult([]).plot()
@@ -387,7 +438,7 @@ def test_plot_command(tmp_path, capsys):
 
 # --- on the GPU: the sweeps themselves ---------------------------------------------------------------
 
-FAST = Timing(repeat=3, warmup=1, max_seconds=0.02)
+FAST = Timing(repeat=3, call_repeat=3, warmup=1, max_seconds=0.02)
 
 
 def assert_case_complete(result, rungs, ceiling):
@@ -397,12 +448,14 @@ def assert_case_complete(result, rungs, ceiling):
         assert methods.count(ceiling) == 1, case
         assert set(rungs) <= set(methods), case
         top = next(r for r in rows if r.method == ceiling)
-        assert top.kind == "ceiling" and top.ratio == pytest.approx(1.0)
+        assert top.role == "ceiling" and top.ratio == pytest.approx(1.0)
+        assert top.call_ratio == pytest.approx(1.0)
         for r in rows:
             if r.status == "ok":
                 assert r.time_ms > 0 and r.rate > 0 and r.ceiling == ceiling
-                assert r.notes["runs"] >= 1
-                if r.kind == "rung":
+                assert r.call_ms > 0 and r.call_rate > 0 and math.isfinite(r.call_ratio)
+                assert r.notes["runs"] >= 1 and r.notes["call_runs"] >= 1
+                if r.role == "rung":
                     assert r.correct is True, r
 
 
@@ -413,41 +466,45 @@ def test_held_time_leaves_out_host_time_and_falls_back_when_the_call_waits():
     import cupy
     x = cupy.ones(1 << 20, dtype=cupy.float32)
 
-    def slow_host():  # 3 ms of host time before a kernel of a few microseconds
-        time.sleep(0.003)
+    def slow_host():  # 20 ms of host time before a kernel of a few microseconds
+        time.sleep(0.020)
         return x * 2
 
+    # Margins wide enough for a GPU shared with other test workers (pytest -n).
     timing = Timing(repeat=5, call_repeat=5, warmup=1, max_seconds=1.0)
-    seconds, notes = benchmark._time_call(slow_host, timing, 0.0)
+    notes = _timing.time_call(slow_host, timing, 0.0)
     assert notes["held"] is True and notes["runs"] == 5
-    assert notes["call_ms"] >= 3.0  # one call from Python waits through the sleep
-    assert seconds * 1e3 < 1.0  # the device work alone does not
+    assert notes["call_ms"] >= 20.0  # one call from Python waits through the sleep
+    assert notes["time_ms"] < 10.0  # the device work alone does not
 
     def waits_on_the_device():  # the hold cannot outlast a synchronisation inside the call
         y = x * 2
         cupy.cuda.Device().synchronize()
         return y
 
-    seconds, notes = benchmark._time_call(waits_on_the_device, timing, 0.0)
+    notes = _timing.time_call(waits_on_the_device, timing, 0.0)
     assert notes["held"] is False
-    assert seconds * 1e3 == pytest.approx(notes["call_ms"])
+    assert notes["time_ms"] == pytest.approx(notes["call_ms"])
 
 
 @pytest.mark.gpu
 def test_bench_transpose_small():
-    result = benchmark.bench_transpose(sizes=(64, 256), dtypes=("int8", "float64"),
-                                       shapes=[(33, 65), (3, 17, 19)], timing=FAST, progress=False)
+    result = benchmark.bench("transpose", sizes=(64, 256), dtypes=("int8", "float64"),
+                             shapes=[(33, 65), (3, 17, 19)], timing=FAST, progress=False)
     assert not result.wrong
     assert {r.sweep for r in result} == {"size", "odd", "stacked"}
     assert_case_complete(result, TRANSPOSE_RUNGS, "device copy")
     assert "cupy.ascontiguousarray(x.T)" in {r.method for r in result}
     assert result.environment["device"] and result.environment["cupy"]
+    # The word rungs move 1- and 2-byte elements: float64 rows say so.
+    for r in result.filter(dtype="float64", method=("words", "words_async")):
+        assert r.status == "not supported" and r.notes["reason"]
 
 
 @pytest.mark.gpu
 def test_bench_matmul_small():
-    result = benchmark.bench_matmul(sizes=(64, 128), shapes=[(63, 65, 67)], timing=FAST,
-                                    progress=False)
+    result = benchmark.bench("matmul", sizes=(64, 128), shapes=[(63, 65, 67)], timing=FAST,
+                             progress=False)
     assert not result.wrong
     assert {r.dtype for r in result} == {"float32", "float16", "tf32"}
     assert_case_complete([r for r in result if r.dtype != "tf32"], MATMUL_RUNGS,
@@ -456,36 +513,36 @@ def test_bench_matmul_small():
     # Rungs that do not compute a dtype say so; TF32 runs on the tensor cores only.
     for r in result:
         tensor = r.method in TENSOR_METHODS
-        if r.kind == "rung" and (r.dtype == "tf32") != tensor and r.dtype != "float16":
+        if r.role == "rung" and (r.dtype == "tf32") != tensor and r.dtype != "float16":
             assert r.status == "not supported", r
-    if benchmark._torch() is not None:
+    if any(r.method == "torch.matmul TF32 (cuBLAS)" and r.status == "ok" for r in result):
         assert_case_complete([r for r in result if r.dtype == "tf32"], TENSOR_METHODS,
                              "torch.matmul TF32 (cuBLAS)")
 
 
 @pytest.mark.gpu
 def test_bench_reduce_small():
-    result = benchmark.bench_reduce(sizes=(1000, 2**16), dtypes=("float32", "int32"),
-                                    axis_cases=[((256, 256), 0), ((300, 2), 1), ((1, 4096), 1)],
-                                    timing=FAST, progress=False)
+    result = benchmark.bench("reduce", sizes=(1000, 2**16), dtypes=("float32", "int32"),
+                             axis_cases=[((256, 256), 0), ((300, 2), 1), ((1, 4096), 1)],
+                             timing=FAST, progress=False)
     assert not result.wrong
-    assert {r.operation for r in result} == set(reduction_operations())
-    for operation in reduction_operations():
+    assert {r.operation for r in result} == set(REDUCTIONS)
+    for operation in REDUCTIONS:
         full = [r for r in result.filter(operation=operation) if r.sweep != "axis"]
         assert_case_complete(full, REDUCE_RUNGS, f"cupy.{operation}")
-    axis_rows = [r for r in result if r.sweep == "axis" and r.kind == "rung"]
-    assert axis_rows and all(r.status == "ok" and r.method == benchmark.AXIS_METHOD
-                             for r in axis_rows)
-    assert len(axis_rows) == 3 * len(reduction_operations())  # one row per case and operation
-    if benchmark._torch() is not None:
-        assert "torch.sum" in {r.method for r in result}
+    axis_rows = [r for r in result if r.sweep == "axis" and r.role == "rung"]
+    assert axis_rows and all(r.status == "ok" and r.method == "axis kernels" for r in axis_rows)
+    assert len(axis_rows) == 3 * len(REDUCTIONS)  # one row per case and operation
+
+
+def _replace_function(monkeypatch, name, function):
+    """Put ``function`` in the registry's place of operation ``name`` for the test."""
+    monkeypatch.setitem(OPERATIONS, name, dataclasses.replace(OPERATIONS[name], function=function))
 
 
 @pytest.mark.gpu
 def test_a_wrong_rung_is_flagged(monkeypatch):
-    from gpukernels.ops import transpose as transpose_module
-
-    real = transpose_module.transpose
+    real = OPERATIONS["transpose"].function
 
     def broken(x, *, method="auto", out=None):
         result = real(x, method=method, out=out)
@@ -493,34 +550,56 @@ def test_a_wrong_rung_is_flagged(monkeypatch):
             result[0, 0] += 1
         return result
 
-    monkeypatch.setattr(transpose_module, "transpose", broken)
-    result = benchmark.bench_transpose(sizes=(64,), dtypes=("int32",), shapes=(), timing=FAST,
-                                       progress=False)
+    _replace_function(monkeypatch, "transpose", broken)
+    result = benchmark.bench("transpose", sizes=(64,), dtypes=("int32",), shapes=(),
+                             timing=FAST, progress=False)
     assert [(r.method, r.status) for r in result.wrong] == [(TRANSPOSE_RUNGS[0], "wrong")]
 
 
 @pytest.mark.gpu
-def test_failures_are_recorded_not_raised(monkeypatch):
-    from gpukernels.ops import transpose as transpose_module
+def test_the_main_job_catches_a_planted_wrong_rung(monkeypatch, capsys):
+    # prod's shuffle rung made wrong: python -m gpukernels says so and exits 1, both from the
+    # timed check and from the comparison with NumPy.
+    real = OPERATIONS["prod"].function
 
+    def planted(x, *args, method="auto", out=None, **kwargs):
+        result = real(x, *args, method=method, out=out, **kwargs)
+        if method == "shuffle":
+            result[...] = result * 2 + 1
+        return result
+
+    _replace_function(monkeypatch, "prod", planted)
+    assert main(["--quick", "--ops", "prod"]) == 1
+    out = capsys.readouterr().out
+    assert "wrong result(s): prod/shuffle" in out
+    rows = benchmark.main_job(["prod"], quick=True, progress=False, timing=FAST)
+    wrong = [r for r in rows if r.correct is False]
+    assert wrong and {r.method for r in wrong} == {"shuffle"}
+    assert all("WRONG" in r.notes["numpy_check"] for r in wrong)
+
+
+@pytest.mark.gpu
+def test_failures_are_recorded_not_raised(monkeypatch):
     def failing(x, *, method="auto", out=None):
         if method == TRANSPOSE_RUNGS[-1]:
             raise RuntimeError("boom")
         raise NotImplementedError("not this one")
 
-    monkeypatch.setattr(transpose_module, "transpose", failing)
-    result = benchmark.bench_transpose(sizes=(64,), dtypes=("int32",), shapes=(), timing=FAST,
-                                       progress=False)
-    statuses = {r.method: r.status for r in result if r.kind == "rung"}
+    monkeypatch.setitem(OPERATIONS, "transpose", dataclasses.replace(
+        OPERATIONS["transpose"], function=failing))
+    monkeypatch.setattr(type(OPERATIONS["transpose"]), "supports", lambda *a, **k: True)
+    result = benchmark.bench("transpose", sizes=(64,), dtypes=("int32",), shapes=(),
+                             timing=FAST, progress=False)
+    statuses = {r.method: r.status for r in result if r.role == "rung"}
     assert statuses[TRANSPOSE_RUNGS[-1]] == "error"
-    assert all(statuses[m] == "not supported" for m in TRANSPOSE_RUNGS[:-1])
-    assert "boom" in result.filter(status="error")[0].notes["error"]
+    assert all(statuses[m] == "error" for m in TRANSPOSE_RUNGS[:-1])
+    assert "boom" in result.filter(method=TRANSPOSE_RUNGS[-1])[0].notes["error"]
 
 
 @pytest.mark.gpu
 def test_slow_rungs_are_skipped():
-    timing = Timing(repeat=2, warmup=0, max_seconds=0.01, max_call_ms=0.0)
-    result = benchmark.bench_matmul(sizes=(32, 64), shapes=(), timing=timing, progress=False)
+    timing = Timing(repeat=2, call_repeat=2, warmup=0, max_seconds=0.01, max_call_ms=0.0)
+    result = benchmark.bench("matmul", sizes=(32, 64), shapes=(), timing=timing, progress=False)
     runs = [r for r in result if r.status != "not supported"]  # (rungs without the dtype)
     second = [r for r in runs if r.shape == (64, 64, 64)]
     assert {r.status for r in second} == {"skipped"}
@@ -531,33 +610,53 @@ def test_slow_rungs_are_skipped():
 @pytest.mark.gpu
 def test_bench_command_writes_json_and_plots(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    argv = ["bench", "all", "--quick", "--repeat", "2", "--max-time", "0.01", "--no-progress",
-            "--json", str(tmp_path / "bench.json"), "--plot", str(tmp_path / "bench.png")]
+    argv = ["bench", "all", "--quick", "--repeat", "2", "--call-repeat", "2", "--max-time",
+            "0.01", "--no-progress", "--json", str(tmp_path / "bench.json"), "--plot",
+            str(tmp_path / "bench.png")]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "x ceiling" in out
+    assert "x ceil" in out and "per call" in out
     data = json.loads((tmp_path / "bench.json").read_text())
     for key in ("device", "date", "cupy", "numpy", "driver", "runtime", "sm_clock_max_mhz"):
         assert key in data["environment"], key
     methods = {(m["operation"], m["method"]) for m in data["measurements"]}
     assert {("transpose", m) for m in TRANSPOSE_RUNGS} <= methods
     assert {("matmul", m) for m in MATMUL_RUNGS} <= methods
-    assert {(op, m) for op in reduction_operations() for m in REDUCE_RUNGS} <= methods
+    assert {(op, m) for op in REDUCTIONS for m in REDUCE_RUNGS} <= methods
     assert {("transpose", "device copy"), ("matmul", "cupy.matmul (cuBLAS)"),
             ("sum", "cupy.sum")} <= methods
-    for family in ("transpose", "matmul", "reduce"):
-        is_png(tmp_path / f"bench-{family}.png")
+    for ladder in ("transpose", "matmul", "reduce"):
+        is_png(tmp_path / f"bench-{ladder}.png")
 
 
 @pytest.mark.gpu
 def test_main_job_quick(capsys):
     assert main(["--quick", "--ops", "sum", "--json", "/dev/null"]) == 0
-    out = capsys.readouterr().out
-    assert "cupy.sum" in out and all(m in out for m in REDUCE_RUNGS)
+    captured = capsys.readouterr()
+    assert "cupy.sum" in captured.out and all(m in captured.out for m in REDUCE_RUNGS)
+    assert "kernel group" in captured.err  # what was compiled, or loaded from CuPy's cache
     rows = benchmark.main_job(["transpose"], quick=True, progress=False,
-                              timing=Timing(repeat=2, warmup=0, max_seconds=0.01))
+                              timing=Timing(repeat=2, call_repeat=2, warmup=0, max_seconds=0.01))
     assert {"copy_row", "copy_col", "device copy"} <= {r.method for r in rows}
-    assert all(r.correct and "numpy_check" in r.notes for r in rows if r.kind == "rung")
+    checked = {r.method for r in rows if r.role == "rung" and "numpy_check" in r.notes}
+    assert set(TRANSPOSE_RUNGS) - {"words", "words_async"} <= checked
+    assert all(r.correct for r in rows if r.role == "rung" and r.status == "ok")
+
+
+@pytest.mark.gpu
+def test_main_job_checks_every_rung_of_every_operation():
+    rows = benchmark.main_job(quick=True, progress=False,
+                              timing=Timing(repeat=1, call_repeat=1, warmup=0, max_seconds=0.01))
+    checked = {(r.operation, r.method) for r in rows if "numpy_check" in r.notes}
+    for name, op in OPERATIONS.items():
+        for rung in op.ladder.names:
+            if name == "transpose" and rung.startswith("words"):
+                continue  # float32 rows are whole words; the word rungs take 1 and 2 bytes
+            if name == "matmul" and rung == "wgmma" and not any(
+                    r.method == "wgmma" and r.status == "ok" for r in rows):
+                continue  # Hopper only
+            assert (name, rung) in checked, (name, rung)
+    assert not [r for r in rows if r.correct is False]
 
 
 @pytest.mark.gpu

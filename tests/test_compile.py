@@ -1,190 +1,247 @@
-"""CPU-side compile checks: every kernel family, every template instance, every architecture.
+"""CPU-side compile checks: every kernel source, every template instance, every architecture; and
+every instance a plan can name is compiled, and every compiled instance is one a plan names.
 
 NVRTC (the ``nvidia-cuda-nvrtc`` wheel) compiles without a GPU, so these run everywhere and a
-kernel that does not compile for some architecture fails here, not on a user's machine.
+kernel that does not compile for some architecture fails here, not on a user's machine. A
+compile that passed is remembered under ``GPUKERNELS_COMPILE_CACHE`` (default
+``~/.cache/gpukernels/compile-tests``) by the hash of everything NVRTC was given (the
+preprocessed source, the instances, the options, the architecture and NVRTC's version): a
+changed source or option compiles again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-import re
+import json
+import os
 import shutil
-import sys
-import warnings
+from pathlib import Path
 
 import numpy
 import pytest
 
 import gpukernels as gk
-import gpukernels.benchmark  # noqa: F401  (registers timing.cu, the benchmark's hold kernel)
-from gpukernels import _compile, introspect
+import gpukernels.benchmark
+from gpukernels._core import compile as _compile
+from gpukernels._core.ladder import OPERATIONS, ladders
+from gpukernels.ops.matmul import rungs as matmul_rungs
+from gpukernels.ops.reduce import axis as reduce_axis
+from gpukernels.ops.reduce import dtypes as reduce_dtypes
+from gpukernels.ops.reduce import rungs as reduce_rungs
+from gpukernels.ops.reduce.program import Program
+from gpukernels.ops.transpose import rungs as transpose_rungs
 
-pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-
-# The modules defining the public functions, wherever the package keeps them.
-transpose_mod = sys.modules[gk.transpose.__module__]
-matmul_mod = sys.modules[gk.matmul.__module__]
-reduction_mod = sys.modules[gk.sum.__module__]
+nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
 
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_120")
-FAMILY_NAMES = ("transpose.cu", "matmul.cu", "matmul_wgmma.cu", "reduce.cu", "reduce_axis.cu",
-                "timing.cu")
-# Every family for every architecture, except those built for one architecture only (sm_90a).
-FAMILY_ARCHS = [(name, arch) for name in FAMILY_NAMES
-                for arch in ((_compile.FAMILIES[name].arch,) if _compile.FAMILIES[name].arch
+SOURCE_NAMES = ("transpose/transpose.cu", "transpose/words.cu", "matmul/simt.cu", "matmul/mma.cu",
+                "matmul/wgmma.cu", "reduce/reduce.cu", "reduce/axis.cu", "timing.cu")
+# Every source for every architecture, except those built for one architecture only (sm_90a).
+SOURCE_ARCHS = [(name, arch) for name in SOURCE_NAMES
+                for arch in ((_compile.SOURCES[name].arch,) if _compile.SOURCES[name].arch
                              else ARCHS)]
-
 NUMERIC_DTYPES = [numpy.dtype(c) for c in "?bhilqBHILQefdFD"]
-SUM_REQUESTS = [None, numpy.int32, numpy.int64, numpy.uint8, numpy.float16, numpy.float32,
-                numpy.float64, numpy.complex64, numpy.complex128, numpy.bool_]
 
 
-def test_families_are_the_kernel_sources():
-    assert sorted(_compile.FAMILIES) == sorted(FAMILY_NAMES)
-    for name, family in _compile.FAMILIES.items():
-        assert family.filename == name
-        assert family.instances, f"{name} registers no instances"
-        assert len(set(family.instances)) == len(family.instances), f"{name}: duplicate instances"
-        assert (_compile.kernel_dir() / name).is_file()
+def test_sources_are_the_kernel_files():
+    assert sorted(_compile.SOURCES) == sorted(SOURCE_NAMES)
+    for path, source in _compile.SOURCES.items():
+        assert source.path == path
+        assert source.instances, f"{path} has no instances"
+        assert len(set(source.instances)) == len(source.instances), f"{path}: duplicates"
+        assert (_compile.kernel_dir() / path).is_file()
+        assert all(group.instances for group in source.groups), f"{path}: an empty group"
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    """Memoized compile_for_arch, so the instance tests below share the compiles."""
-    cache = {}
-
-    def get(filename, arch):
-        if (filename, arch) not in cache:
-            cache[(filename, arch)] = _compile.compile_for_arch(_compile.FAMILIES[filename], arch)
-        return cache[(filename, arch)]
-
-    return get
+def test_every_rung_names_its_source_and_groups():
+    for op in OPERATIONS.values():
+        for rung in op.ladder:
+            assert rung.source.path in _compile.SOURCES, rung
+            assert rung.instances, rung
+            assert all(i in rung.source.instances for i in rung.instances), rung
+            assert all(i.startswith(rung.kernel + "<") for i in rung.instances), rung
+            assert rung.kernel.endswith(rung.name), rung  # names are the reader's map
 
 
-@pytest.mark.parametrize(("filename", "arch"), FAMILY_ARCHS)
-def test_compile_for_arch(compiled, filename, arch):
-    family = _compile.FAMILIES[filename]
-    result = compiled(filename, arch)
+def _cache_dir() -> Path:
+    return Path(os.environ.get("GPUKERNELS_COMPILE_CACHE",
+                               Path.home() / ".cache" / "gpukernels" / "compile-tests"))
+
+
+def _compile_key(source: _compile.KernelSource, arch: str) -> str:
+    text = json.dumps([_compile.load_source(source.path), list(source.instances),
+                       list(_compile.compile_options()), arch, list(nvrtc.getVersion())])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize(("path", "arch"), SOURCE_ARCHS, ids=[f"{p}-{a}" for p, a in SOURCE_ARCHS])
+def test_compile_for_arch(path, arch):
+    source = _compile.SOURCES[path]
+    done = _cache_dir() / f"{_compile_key(source, arch)}.json"
+    if done.is_file():  # this exact compile passed before: same source, instances and options
+        return
+    result = _compile.compile_for_arch(source, arch)
     assert isinstance(result.cubin, bytes) and len(result.cubin) > 0
     assert result.cubin[:4] == b"\x7fELF", "NVRTC's CUBIN is an ELF image"
-    assert set(result.lowered_names) == set(family.instances)
+    assert set(result.lowered_names) == set(source.instances)
     for name, lowered in result.lowered_names.items():
         assert lowered, f"{name} has no lowered name"
         assert lowered.startswith("_Z"), f"{name} -> {lowered!r} is not a mangled C++ name"
     assert "warning" not in result.log.lower(), result.log
     assert "error" not in result.log.lower(), result.log
+    try:
+        done.parent.mkdir(parents=True, exist_ok=True)
+        done.write_text(json.dumps({"path": path, "arch": arch}))
+    except OSError:  # a read-only home: the check ran, it just is not remembered
+        pass
 
 
-def _has_instance(instances, kernel, *template_args):
-    """Whether some instance is ``kernel<template_args..., anything else>``."""
-    pattern = re.compile(
-        rf"^{re.escape(kernel)}<\s*" + r"\s*,\s*".join(map(re.escape, template_args)) + r"\s*[,>]"
-    )
-    return any(pattern.match(instance) for instance in instances)
+# --- every instance a plan can launch is compiled, and nothing else ----------------------------------
+
+def _transpose_problems():
+    """Problems covering every branch of the transpose plans: item sizes, aligned and odd
+    shapes, strided columns, unaligned addresses, both index types, every capability."""
+    shapes = [(64, 64), (8192, 8192), (8191, 8193), (33, 65), (4096, 4100), (48, 96), (1, 1)]
+    for itemsize, index, capability in itertools.product(transpose_rungs.CARRIERS, ("int", "long long"),
+                                                         (75, 80, 90)):
+        for (rows, cols), col_stride, in_address, out_address in itertools.product(
+                shapes, (1, 2), (0, 1, 4, 16), (0, 4, 8, 16, 32)):
+            if in_address % min(itemsize, 8) or out_address % min(itemsize, 8):
+                continue
+            yield transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols * col_stride,
+                                                                   cols * col_stride, col_stride),
+                                          in_address, out_address, capability, index)
 
 
-TRANSPOSE_DTYPES = [numpy.dtype(c) for c in "?bhilqBHILQefdFD"]
+def _transpose_instances(rung) -> set:
+    names = set()
+    for problem in _transpose_problems():
+        try:
+            names.add(rung.plan(problem).instance)
+        except (TypeError, ValueError):  # the rung does not take this input
+            pass
+    return names
 
 
 @pytest.mark.parametrize("rung", gk.methods("transpose"))
-def test_every_transpose_rung_and_dtype_has_an_instance(rung):
-    instances = _compile.FAMILIES["transpose.cu"].instances
-    for itemsize, carrier in transpose_mod.CARRIERS.items():
-        assert _has_instance(instances, f"transpose_{rung}", carrier), (rung, carrier)
-    # Every dtype transpose accepts has a carrier of its size.
-    for dtype in TRANSPOSE_DTYPES:
-        assert dtype.itemsize in transpose_mod.CARRIERS, dtype
+def test_transpose_plans_launch_exactly_the_compiled_instances(rung):
+    rung = OPERATIONS["transpose"].ladder[rung]
+    assert _transpose_instances(rung) == set(rung.instances)
 
 
-@pytest.mark.parametrize("rung", gk.methods("matmul"))
-def test_every_matmul_rung_and_dtype_has_an_instance(rung):
-    # Every pair of input dtypes with a real result (float16 or float32 for the tensor cores)
-    # runs on some compiled instance of every rung, with either index width and alignment.
-    instances = set(matmul_mod.kernel_family(rung).instances)
+def test_transpose_auto_picks_every_kernel_it_should():
+    picked = {transpose_rungs.choose(p).name for p in _transpose_problems()}
+    assert picked == {"vector", "words", "words_async"}
+    # words_async needs cp.async (sm_80); below that the 1-byte odd rows go to words.
+    odd = transpose_rungs.Problem(1, 1, 8191, 8193, (8191 * 8193, 8193, 1), 0, 0, 75, "int")
+    assert transpose_rungs.choose(odd).name == "words"
+    assert transpose_rungs.choose(odd.__class__(**{**odd.__dict__, "capability": 80})).name \
+        == "words_async"
+
+
+def _matmul_problems():
     for a_dtype, b_dtype in itertools.product(NUMERIC_DTYPES, repeat=2):
         result = numpy.result_type(a_dtype, b_dtype)
         if result.kind == "c":
             continue
-        if rung in matmul_mod.TENSOR_CORE_METHODS and result not in matmul_mod.TENSOR_CORE_C_TYPES:
-            continue  # the tensor cores take float16, and float32 as TF32
-        for K in (10, 2**32):
-            compute = matmul_mod._compute_dtype(result, K, rung)
-            for index, aligned in itertools.product(("int", "long long"), (False, True)):
-                name = matmul_mod._kernel_name(rung, compute, index, aligned)
-                assert name in instances, (a_dtype, b_dtype, name)
+        for K, precision, capability in itertools.product((10, 2**32), matmul_rungs.PRECISIONS,
+                                                           (75, 80, 90)):
+            yield matmul_rungs.Problem(2, 64, 64, K, result, precision, capability, 132)
 
 
-def _accepted_requests(operation):
-    """(input dtype, dtype= request, result dtype) for every request the wrapper accepts."""
-    requests = SUM_REQUESTS if operation in ("sum", "prod") else [None]
+@pytest.mark.parametrize("rung", gk.methods("matmul"))
+def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
+    rung = OPERATIONS["matmul"].ladder[rung]
+    names = set()
+    for problem in _matmul_problems():
+        try:
+            shape = rung.plan(problem)
+        except (TypeError, ValueError):
+            continue
+        indexes = ("int",) if rung.name == "wgmma" else ("int", "long long")
+        for index, aligned in itertools.product(indexes, (False, True)):
+            names.add(shape.instance(index, aligned))
+    assert names == set(rung.instances)
+
+
+def _reduction_requests(operation):
+    requests = [None] if operation in ("min", "max") else [None, *NUMERIC_DTYPES]
     for dtype, requested in itertools.product(NUMERIC_DTYPES, requests):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                result = reduction_mod.reduction_result_dtype(operation, dtype, requested)
-            except TypeError:
-                continue
-        yield dtype, requested, result
+        try:
+            result = reduce_dtypes.reduction_result_dtype(operation, dtype, requested)
+        except TypeError:
+            continue
+        yield dtype, result
 
 
-@pytest.mark.parametrize("operation", sorted(reduction_mod.OPERATORS))
+def _recorded_instances(program: Program) -> set:
+    return {step[1].instance for step in program.steps if step[0] == "launch"}
+
+
+@pytest.mark.parametrize("operation", sorted(reduce_dtypes.OPERATORS))
 @pytest.mark.parametrize("rung", gk.methods("reduce"))
-def test_every_reduction_rung_and_dtype_has_an_instance(rung, operation):
-    instances = _compile.FAMILIES["reduce.cu"].instances
-    ctypes = reduction_mod._C_TYPES
-    op = reduction_mod.OPERATORS[operation]
-    # Every (input dtype, dtype=) request the wrapper accepts plans onto compiled instances,
-    # for the first pass and for the pass over the partials.
-    planned = 0
-    for dtype, requested, result in _accepted_requests(operation):
-        read, acc = reduction_mod._plan(op, rung, dtype, result)
-        assert _has_instance(instances, f"reduce_{rung}", op, ctypes[read], ctypes[acc]), \
-            (dtype, requested, read, acc)
-        assert _has_instance(instances, f"reduce_{rung}", op, ctypes[acc], ctypes[acc]), \
-            (dtype, requested, acc)
-        planned += 1
-    assert planned >= 12  # every real dtype at least
+def test_reduction_plans_launch_exactly_the_compiled_instances(rung, operation):
+    rung = reduce_rungs.LADDER[rung]
+    op = reduce_dtypes.OPERATORS[operation]
+    names = set()
+    for dtype, result in _reduction_requests(operation):
+        read, acc = reduce_dtypes.accumulator(op, dtype, result, rung.float32_sums_in_float64)
+        written = reduce_dtypes.writes(op, read, acc, result, full=True)
+        for n, stride in ((10, 1), (10**7, 1), (10**7, 3)):  # one block, partials, strided
+            program = Program(read, (1024, 132))
+            rung.plan(program, reduce_rungs.Problem(op, n, stride, read, acc, written, (), 132))
+            names |= _recorded_instances(program)
+    own = {i for i in rung.instances if f"<{op}," in i}
+    assert names == own
 
 
-@pytest.mark.parametrize("operation", sorted(reduction_mod.OPERATORS))
-def test_every_axis_reduction_plan_has_instances(operation):
-    instances = set(_compile.FAMILIES["reduce_axis.cu"].instances)
-    op = reduction_mod.OPERATORS[operation]
-    planned = 0
-    for dtype, requested, result in _accepted_requests(operation):
-        read, acc = reduction_mod._plan(op, "one_pass", dtype, result)
-        outputs = reduction_mod._outputs(op, read, acc)
-        writes = result if result in outputs else acc
-        # First pass, intermediate passes over accumulators, and the fold of split partials.
-        for source, out in ((read, writes), (read, acc), (acc, acc), (acc, writes)):
-            for kind in reduction_mod.AXIS_KINDS:
-                name = reduction_mod._axis_kernel_name(kind, op, source, acc, out)
-                assert name in instances, (dtype, requested, name)
-        planned += 1
-    assert planned >= 12
+AXIS_LAYOUTS = [((8192, 8192), (0,)), ((8192, 8192), (1,)), ((10**6, 2), (1,)), ((10**6, 2), (0,)),
+                ((1, 2**24), (1,)), ((256, 256, 256), (1,)), ((256, 256, 256), (0, 2)),
+                ((4, 5, 6, 7), (1, 3)), ((3, 1000), (1,)), ((64, 5), (0,))]
 
 
-def test_instances_name_only_registered_rungs():
-    """No instance of a rung the ladder does not list (names are the reader's map)."""
-    for filename, op, prefix in (("transpose.cu", "transpose", "transpose_"),
-                                 ("matmul.cu", "matmul", "matmul_"),
-                                 ("matmul_wgmma.cu", "matmul", "matmul_"),
-                                 ("reduce.cu", "sum", "reduce_")):
-        for instance in _compile.FAMILIES[filename].instances:
-            if not instance.startswith(prefix):
-                continue  # e.g. transpose.cu's copy ceilings
-            rung = introspect._rung_named(instance[len(prefix):instance.index("<")],
-                                          gk.methods(op))
-            assert rung in gk.methods(op), instance
+@pytest.mark.parametrize("operation", sorted(reduce_dtypes.OPERATORS))
+def test_axis_plans_launch_only_compiled_instances(operation):
+    op = reduce_dtypes.OPERATORS[operation]
+    compiled = set(reduce_axis.SOURCE.instances)
+    names = set()
+    for dtype, result in _reduction_requests(operation):
+        read, acc = reduce_dtypes.accumulator(op, dtype, result, True)
+        written = reduce_dtypes.writes(op, read, acc, result, full=False)
+        for shape, axes in AXIS_LAYOUTS:
+            program = Program(read, (1024, 132))
+            strides = reduce_axis.c_strides(shape)
+            reduce_axis.plan_partial(program, 0, shape, strides, read, axes, op, acc, written, 132)
+            names |= _recorded_instances(program)
+    assert names <= compiled, sorted(names - compiled)[:5]
+    assert len(names) > len(compiled) // 8  # the layouts reach the kernels of every kind
 
 
-def test_single_arch_family_runs_only_there():
-    wgmma = _compile.FAMILIES["matmul_wgmma.cu"]
+def test_single_arch_source_runs_only_there():
+    wgmma = _compile.SOURCES["matmul/wgmma.cu"]
     assert wgmma.arch == "sm_90a" and wgmma.arch_options() == ("-arch=sm_90a",)
     assert wgmma.runs_on(90) and not any(wgmma.runs_on(cc) for cc in (75, 80, 89, 100, 120))
-    portable = _compile.FAMILIES["matmul.cu"]
+    portable = _compile.SOURCES["matmul/simt.cu"]
     assert portable.arch is None and portable.arch_options() == ()
     assert all(portable.runs_on(cc) for cc in (75, 80, 90, 120))
+
+
+def test_eager_groups_leave_the_rare_instances_for_first_use():
+    lazy = [i for s in _compile.SOURCES.values() for g in s.groups if not g.eager
+            for i in g.instances]
+    eager = [i for s in _compile.SOURCES.values() for g in s.groups if g.eager
+             for i in g.instances]
+    assert not any(", long long" in i and i.startswith("transpose_") for i in eager)
+    assert not any("unsigned int" in i and i.startswith("matmul_") for i in eager)
+    assert any(i.startswith("reduce_two_pass") for i in lazy)
+    assert lazy and eager and not set(lazy) & set(eager)
+
+
+def test_ladders_and_operations():
+    assert list(OPERATIONS) == ["transpose", "matmul", "sum", "prod", "min", "max"]
+    assert list(ladders()) == ["transpose", "matmul", "reduce"]
 
 
 # --- the loader: header inlining and error reporting -------------------------------------------
@@ -192,26 +249,25 @@ def test_single_arch_family_runs_only_there():
 def test_inline_inserts_headers_with_line_markers():
     _compile.load_source.cache_clear()
     try:
-        for filename in FAMILY_NAMES:
-            source = _compile.load_source(filename)
-            assert source.startswith(f'#line 1 "{filename}"')
-            assert '#include "common.cuh"' not in source
+        for path in SOURCE_NAMES:
+            source = _compile.load_source(path)
+            assert source.startswith(f'#line 1 "{path}"')
+            assert '#include "' not in source  # nested headers (reduce/common.cuh) too
             assert '#line 1 "common.cuh"' in source
-            assert "struct gk_half" in source  # common.cuh's text is inlined
-            assert '#include "' not in source  # nested headers (reduce_common.cuh) too
-            raw = (_compile.kernel_dir() / filename).read_text().splitlines()
+            assert source.count("struct gk_half {") == 1  # common.cuh inlined once
+            raw = (_compile.kernel_dir() / path).read_text().splitlines()
             include_line = next(n for n, line in enumerate(raw, start=1)
                                 if line.startswith('#include "'))
-            assert f'#line {include_line + 1} "{filename}"' in source
+            assert f'#line {include_line + 1} "{path}"' in source
     finally:
         _compile.load_source.cache_clear()
 
 
 def test_inline_rejects_self_inclusion(tmp_path):
-    (tmp_path / "loop.cuh").write_text('#pragma once\n#include "loop.cuh"\n')
+    (tmp_path / "loop.cuh").write_text('#pragma once\n#include "main.cu"\n')
     (tmp_path / "main.cu").write_text('#include "loop.cuh"\n')
-    with pytest.raises(gk.KernelCompileError, match="loop.cuh"):
-        _compile._inline(tmp_path / "main.cu")
+    with pytest.raises(gk.KernelCompileError, match="includes itself"):
+        _compile._inline((tmp_path / "main.cu").resolve(), tmp_path.resolve(), set())
 
 
 def test_lineinfo_option(monkeypatch):
@@ -237,21 +293,24 @@ def broken_kernel_dir(tmp_path, monkeypatch):
     (tmp_path / "broken.cu").write_text(BROKEN)
     _compile.load_source.cache_clear()
     monkeypatch.setattr(_compile, "kernel_dir", lambda: tmp_path)
+    sources = dict(_compile.SOURCES)
     yield tmp_path
     _compile.load_source.cache_clear()
+    _compile.SOURCES.clear()
+    _compile.SOURCES.update(sources)
 
 
 def test_broken_source_raises_kernel_compile_error(broken_kernel_dir):
-    family = _compile.KernelFamily("broken.cu", ["broken_kernel"])
+    source = _compile.KernelSource("broken.cu")
+    source.add("all", ["broken_kernel"])
     with pytest.raises(gk.KernelCompileError) as info:
-        _compile.compile_for_arch(family, "sm_80")
+        _compile.compile_for_arch(source, "sm_80")
     message = str(info.value)
     assert "broken.cu" in message
     assert "sm_80" in message
     assert "this_name_is_not_declared" in message  # NVRTC's log is in the message
     # The #line markers make the log point at the original file and line, past the header.
     assert "broken.cu(5)" in message, message
-    assert "broken.cu" not in _compile.FAMILIES
 
 
 def test_error_in_header_names_the_header(broken_kernel_dir):
@@ -261,17 +320,19 @@ def test_error_in_header_names_the_header(broken_kernel_dir):
     (broken_kernel_dir / "ok.cu").write_text(
         '#include "common.cuh"\n__global__ void ok_kernel(i64* out) { out[0] = 1; }\n'
     )
-    family = _compile.KernelFamily("ok.cu", ["ok_kernel"])
+    source = _compile.KernelSource("ok.cu")
+    source.add("all", ["ok_kernel"])
     with pytest.raises(gk.KernelCompileError) as info:
-        _compile.compile_for_arch(family, "sm_80")
+        _compile.compile_for_arch(source, "sm_80")
     assert f"common.cuh({len(common)})" in str(info.value), str(info.value)
 
 
-def test_compile_error_leaves_families_usable(broken_kernel_dir):
-    family = _compile.KernelFamily("broken.cu", ["broken_kernel"])
+def test_compile_error_leaves_the_loader_usable(broken_kernel_dir):
+    source = _compile.KernelSource("broken.cu")
+    source.add("all", ["broken_kernel"])
     with pytest.raises(gk.KernelCompileError):
-        _compile.compile_for_arch(family, "sm_80")
+        _compile.compile_for_arch(source, "sm_80")
     _compile.load_source.cache_clear()
-    # The fixture's kernel_dir still points at tmp_path, which has no transpose.cu.
+    # The fixture's kernel_dir still points at tmp_path, which has no transpose/transpose.cu.
     with pytest.raises(FileNotFoundError):
-        _compile.load_source("transpose.cu")
+        _compile.load_source("transpose/transpose.cu")

@@ -7,19 +7,27 @@ nvidia-h200-x2 device kind).
 
 from __future__ import annotations
 
-import re
-import sys
 import threading
 
 import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import _common, _compile, reference
+import references as reference
+from edges_helpers import (
+    ALL_REDUCTIONS,
+    MATMUL_METHODS,
+    NUMPY_REDUCTIONS,
+    REDUCE_METHODS,
+    REDUCTIONS,
+    TRANSPOSE_METHODS,
+    reduction_data,
+)
+from gpukernels._core import compile as _compile
+from gpukernels._core import device as _device
+from gpukernels._core import launch as _launch
+from gpukernels.ops.reduce import program as _program
 from gpukernels.validation import poisoned
-
-from edges_helpers import (ALL_REDUCTIONS, MATMUL_METHODS, NUMPY_REDUCTIONS, REDUCE_METHODS,
-                           REDUCTIONS, TRANSPOSE_METHODS, reduction_data)
 
 cupy = pytest.importorskip("cupy")
 
@@ -49,7 +57,7 @@ def every_call(rng):
     "auto"): ``call(x)`` runs the operation on the GPU copy ``x`` of the host input. The inputs
     are fresh, and the results exact."""
     calls = []
-    x = reference.random_array((300, 257), numpy.float32, rng)
+    x = reference.random_array((300, 257), numpy.int8, rng)  # every transpose rung takes int8
     for method in TRANSPOSE_METHODS + ("auto",):
         calls.append((f"transpose {method}", x, lambda d, m=method: gk.transpose(d, method=m),
                       numpy.ascontiguousarray(x.T)))
@@ -68,31 +76,31 @@ def every_call(rng):
 
 @pytest.fixture
 def cold_kernel_cache(monkeypatch):
-    """Empty the package's per-process caches of compiled modules, kernels and launch plans for
-    the test (CuPy's disk cache stays), so the first calls compile or load every module
-    concurrently. Yields the list of the kernel families each new RawModule was made for."""
-    for family in _compile.FAMILIES.values():
-        monkeypatch.setattr(family, "_modules", {})
-        monkeypatch.setattr(family, "_functions", {})
-    for name, module in list(sys.modules.items()):
-        if name == "gpukernels" or name.startswith("gpukernels."):
-            for attribute, value in vars(module).items():
-                if isinstance(value, dict) and re.fullmatch(r"_[A-Z_]*(PLANS|PROGRAMS|CACHE)",
-                                                            attribute):
-                    monkeypatch.setattr(module, attribute, {})
-    monkeypatch.setattr(_common, "_max_threads", {})
-    _common._multiprocessor_count.cache_clear()
+    """Empty the package's per-process caches of compiled modules, kernels, launch plans and
+    scratch buffers for the test (CuPy's disk cache stays), so the first calls compile or load
+    every module concurrently. Yields the list of the instance groups each new RawModule was
+    made for, as (source path, instances)."""
+    for source in _compile.SOURCES.values():
+        monkeypatch.setattr(source, "_functions", {})
+        for group in source.groups:
+            monkeypatch.setattr(group, "_modules", {})
+    _launch.PLANS.clear()
+    monkeypatch.setattr(_launch, "_SHARED_MEMORY_SET", set())
+    monkeypatch.setattr(_program, "_scratch", {})
+    _device._multiprocessor_count.cache_clear()
     compiled = []
     raw_module = cupy.RawModule
 
     def counting_raw_module(*args, **kwargs):
         code = kwargs.get("code", args[0] if args else "")
-        compiled.append(next((f for f in _compile.FAMILIES if f'#line 1 "{f}"' in code), "?"))
+        path = next((p for p in _compile.SOURCES if f'#line 1 "{p}"' in code), "?")
+        compiled.append((path, tuple(kwargs.get("name_expressions") or ())))
         return raw_module(*args, **kwargs)
 
     monkeypatch.setattr(cupy, "RawModule", counting_raw_module)
     yield compiled
-    _common._multiprocessor_count.cache_clear()
+    _launch.PLANS.clear()
+    _device._multiprocessor_count.cache_clear()
 
 
 def run_in_threads(work, count=THREADS):
@@ -104,7 +112,7 @@ def run_in_threads(work, count=THREADS):
         try:
             barrier.wait()
             work(index)
-        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+        except BaseException as exc:
             errors[index] = exc
 
     threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
@@ -142,10 +150,12 @@ def test_threads_call_every_operation_at_once_from_a_cold_cache(streams, cold_ke
             check_calls(work[index], device=0, own_stream=streams == "stream-per-thread")
 
     run_in_threads(thread)
-    # Each family was compiled (or loaded from CuPy's disk cache) once, however many threads
-    # asked for it at the same time.
+    # Each group of instances was compiled (or loaded from CuPy's disk cache) once, however many
+    # threads asked for it at the same time.
     assert len(cold_kernel_cache) == len(set(cold_kernel_cache)), cold_kernel_cache
-    assert {"transpose.cu", "matmul.cu", "reduce.cu"} <= set(cold_kernel_cache), cold_kernel_cache
+    paths = {path for path, _ in cold_kernel_cache}
+    assert {"transpose/transpose.cu", "transpose/words.cu", "matmul/simt.cu",
+            "reduce/reduce.cu"} <= paths, paths
 
 
 # --- ordering on non-default streams ------------------------------------------------------------
@@ -176,7 +186,7 @@ def stream_cases():
     host input) for every operation and rung."""
     cases = []
     for method in TRANSPOSE_METHODS:
-        cases.append((f"transpose {method}", (513, 257), numpy.float32, "sum",
+        cases.append((f"transpose {method}", (513, 257), numpy.int8, "sum",
                       lambda d, m=method: gk.transpose(d, method=m),
                       lambda h: numpy.ascontiguousarray(h.T)))
     for method in MATMUL_METHODS:
@@ -288,6 +298,6 @@ def test_threads_on_two_gpus_at_once(cold_kernel_cache, rng):
         check_calls(work[index], device=index % 2, own_stream=index % 4 >= 2)
 
     run_in_threads(thread)
-    # One module per family and device, however many threads asked for it at once.
-    for filename in ("transpose.cu", "matmul.cu", "reduce.cu"):
-        assert cold_kernel_cache.count(filename) == 2, cold_kernel_cache
+    # One module per group and device, however many threads asked for it at once.
+    for group in set(cold_kernel_cache):
+        assert cold_kernel_cache.count(group) == 2, group

@@ -17,16 +17,28 @@ import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import reference
+import references as reference
+from edges_helpers import (
+    ALL_DTYPES,
+    ALL_REDUCTIONS,
+    FLOAT_DTYPES,
+    MATMUL_METHODS,
+    NUMPY_REDUCTIONS,
+    REDUCE_METHODS,
+    REDUCTIONS,
+    TRANSPOSE_METHODS,
+    assert_reduction_matches,
+    dtype_id,
+    reduction,
+    reduction_data,
+    refused,
+)
 from gpukernels.validation import poisoned
-
-from edges_helpers import (ALL_DTYPES, ALL_REDUCTIONS, FLOAT_DTYPES, MATMUL_METHODS,
-                           NUMPY_REDUCTIONS, REDUCE_METHODS, REDUCTIONS, TRANSPOSE_METHODS,
-                           assert_reduction_matches, dtype_id, reduction, reduction_data)
 
 cupy = pytest.importorskip("cupy")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -56,6 +68,8 @@ def test_transpose_battery_of_sizes_in_every_dimension(method, rng):
         views = [("matrix", 0), ("reversed", (0, slice(None, None, -1), slice(None, None, -1))),
                  ("stack-reversed-batch", slice(None, None, -1))]
         for label, index in views:
+            if refused("transpose", method, x[index]):
+                continue
             want = reference.transpose(host[index])
             got = cupy.asnumpy(gk.transpose(x[index], method=method))
             assert got.dtype == want.dtype and got.shape == want.shape, (label, shape)
@@ -363,6 +377,8 @@ def test_transpose_between_arrays_at_every_element_offset(method, dtype, rng):
             buffer = poisoned((size + 8,), dtype)
             out = buffer[out_offset:out_offset + size].reshape(shape[::-1])
             context = f"{method} {shape} input at +{in_offset}, out at +{out_offset} elements"
+            if refused("transpose", method, x, out=out):
+                break
             assert gk.transpose(x, method=method, out=out) is out, context
             assert cupy.asnumpy(out).tobytes() == want, context
             rest = cupy.asnumpy(buffer)

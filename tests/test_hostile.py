@@ -19,10 +19,18 @@ import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import _compile, reference
-
-from edges_helpers import (ALL_REDUCTIONS, MATMUL_METHODS, REDUCE_METHODS, TRANSPOSE_METHODS,
-                           assert_reduction_matches, reduction, reduction_data)
+import references as reference
+from edges_helpers import (
+    ALL_REDUCTIONS,
+    MATMUL_METHODS,
+    REDUCE_METHODS,
+    TRANSPOSE_METHODS,
+    assert_reduction_matches,
+    reduction,
+    reduction_data,
+    refused,
+)
+from gpukernels._core import compile as _compile
 
 cupy = pytest.importorskip("cupy")
 
@@ -66,6 +74,8 @@ def valid_calls_work(rng):
     a = reference.random_array((37, 29), numpy.float32, rng, integer_valued=True)
     b = reference.random_array((29, 11), numpy.float32, rng, integer_valued=True)
     for method in TRANSPOSE_METHODS:
+        if refused("transpose", method, cupy.asarray(a)):
+            continue  # the word rungs move 1- and 2-byte elements
         assert cupy.asnumpy(gk.transpose(cupy.asarray(a), method=method)).tobytes() == \
             numpy.ascontiguousarray(a.T).tobytes()
     for method in MATMUL_METHODS:
@@ -155,7 +165,7 @@ BAD_CALLS = bad_calls()
 def test_bad_call_raises_before_any_launch_and_library_stays_usable(make_call, expected,
                                                                     monkeypatch, rng):
     with monkeypatch.context() as patch:
-        patch.setattr(_compile.KernelFamily, "function", refuse_kernel_lookup)
+        patch.setattr(_compile.KernelSource, "function", refuse_kernel_lookup)
         with pytest.raises(expected) as info:
             make_call()
     assert str(info.value).strip(), "the error has no message"
@@ -221,11 +231,7 @@ MISALIGNED_CHILD = textwrap.dedent(r"""
         print(json.dumps({"case": case, "outcome": outcome}), flush=True)
 
     def ladder(op):
-        for name in ((op,) if op in ("transpose", "matmul") else ("reduce", "sum")):
-            try:
-                return gk.methods(name)
-            except ValueError:
-                pass
+        return gk.methods(op)
 
     op, rng = sys.argv[1], numpy.random.default_rng(int(sys.argv[2]))
     cases = []  # (label, host data, byte offset, function of (GPU data, host data, method))

@@ -3,44 +3,44 @@
 from __future__ import annotations
 
 import threading
+
 import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import _common, _compile, introspect
-from gpukernels.introspect import describe, ladder_methods, operations, rung_source
+from gpukernels._core import compile as _compile
+from gpukernels._core import launch as _launch
+from gpukernels._core.ladder import OPERATIONS
+from gpukernels.introspect import describe, rung_source
 
 GPU = gk.gpu_available()
-STEMS = {"transpose": "transpose", "matmul": "matmul", **{r: "reduce" for r in introspect.REDUCTIONS}}
-EVERY_RUNG = [(op, m) for op in operations() for m in ladder_methods(op)]
+EVERY_RUNG = [(op, m) for op in OPERATIONS for m in gk.methods(op)]
 
 
 # --- summaries and source, no GPU needed ------------------------------------------------------------
 
 def test_operations():
-    ops = operations()
-    assert ops[:3] == ("transpose", "matmul", "sum")
-    assert all(callable(getattr(gk, op)) for op in ops)
-    assert introspect.operation_function("reduce") is gk.sum
-    assert ladder_methods("reduce") == ladder_methods("sum")
+    assert tuple(OPERATIONS)[:3] == ("transpose", "matmul", "sum")
+    assert all(getattr(gk, name) is op.function for name, op in OPERATIONS.items())
+    assert describe("reduce").operation == "sum"  # a ladder's name describes its first operation
+    assert gk.methods("reduce") == gk.methods("sum")
 
 
 @pytest.mark.parametrize("operation, method", EVERY_RUNG, ids=[f"{o}-{m}" for o, m in EVERY_RUNG])
 def test_every_rung_has_summary_and_source(operation, method):
     info = describe(operation, method)
-    rung = next(r for r in introspect._rungs(operation) if r.name == method)
+    rung = OPERATIONS[operation].ladder[method]
     assert info.summary == rung.summary and info.summary
-    assert info.kernel_function == f"{STEMS[operation]}_{method}"
-    # The Hopper rung has a source of its own (it is compiled for sm_90a only).
-    kernel_file = "matmul_wgmma.cu" if method == "wgmma" else f"{STEMS[operation]}.cu"
-    assert info.kernel_file == kernel_file
+    assert info.kernel_function == rung.kernel and rung.kernel.endswith(method)
+    assert info.kernel_file == rung.source.path
+    assert info.needs == str(rung.needs) and info.needs in repr(info)
     assert f"{info.kernel_function}(" in info.source and "__global__" in info.source
     assert info.source.startswith("//") and info.source.rstrip().endswith("}")
     assert info.source.count("{") == info.source.count("}")
     assert info.comment.startswith("Rung ") and method in info.comment.splitlines()[0]
     assert not any(line.startswith("//") for line in info.comment.splitlines())
     assert info.title().startswith(f"{operation} / {method}: rung {info.level} of")
-    assert info.ladder == ladder_methods(operation)
+    assert info.ladder == gk.methods(operation)
     assert info.below == (None if info.level == 1 else info.ladder[info.level - 2])
     text, page = repr(info), info._repr_html_()
     assert info.summary in text and "__global__" not in text and "__global__" in str(info)
@@ -52,9 +52,9 @@ def test_every_rung_has_summary_and_source(operation, method):
 @pytest.mark.parametrize("operation", ["transpose", "matmul", "sum"])
 def test_ladder(operation):
     ladder = describe(operation)
-    assert [r.method for r in ladder] == list(ladder_methods(operation))
-    assert len(ladder) == len(ladder_methods(operation))
-    assert ladder[ladder_methods(operation)[0]] is ladder[0]
+    assert [r.method for r in ladder] == list(gk.methods(operation))
+    assert len(ladder) == len(gk.methods(operation))
+    assert ladder[gk.methods(operation)[0]] is ladder[0]
     text = repr(ladder)
     assert all(f"{i + 1}. {r.method}: {r.summary}" in text for i, r in enumerate(ladder))
     assert ladder._repr_html_().count("<tr>") == len(ladder) + 1
@@ -114,11 +114,11 @@ __global__ void synthetic_bare(int* out) { out[0] = 1; }
 def test_rung_source_extraction(tmp_path, monkeypatch):
     (tmp_path / "synthetic.cu").write_text(SYNTHETIC)
     monkeypatch.setattr(_compile, "kernel_dir", lambda: tmp_path)
-    comment, source = rung_source("synthetic.cu", "synthetic_plain")
+    comment, source = rung_source("synthetic.cu", "synthetic_plain", "plain")
     assert comment.startswith("Rung 1 - plain: braces in a comment")
     assert source.splitlines()[0].startswith("// ----")
     assert "typename Index>" in source and source.endswith("out[0] = T(text[0]); }\n}")
-    comment, source = rung_source("synthetic.cu", "synthetic_helped")
+    comment, source = rung_source("synthetic.cu", "synthetic_helped", "helped")
     assert comment == "Rung 2 - helped: the header sits above helpers the kernel uses."
     assert "struct helper" in source and source.rstrip().endswith("}")
     assert "synthetic_plain" not in source
@@ -135,61 +135,79 @@ def test_rung_source_extraction(tmp_path, monkeypatch):
 class FakeKernel:
     """Stands in for a cupy.RawKernel: counts launches."""
 
-    name = "fake_kernel"
     max_threads_per_block = 256
 
     def __init__(self) -> None:
         self.calls = []
 
-    def __call__(self, grid, block, args):
+    def __call__(self, grid, block, args, shared_mem=0):
         self.calls.append((grid, block, args))
 
 
-FAKE = FakeKernel()  # module-level: launch() caches limits by id(kernel), so keep it alive
+class FakeSource:
+    """Stands in for a KernelSource: one fake kernel for every instance."""
+
+    path = "fake.cu"
+
+    def __init__(self) -> None:
+        self.kernel = FakeKernel()
+
+    def function(self, instance):
+        return self.kernel
+
+
+def _call(source, grid, block, label):
+    return _launch.KernelCall(source, "fake<int>", grid, block, (_launch.Array(0), numpy.int32(1)),
+                              rung=label)
 
 
 def test_record_launches_dry_run():
-    FAKE.calls.clear()
-    with _common.record_launches(dry_run=True) as records:
-        _common.launch(FAKE, (4, 2, 1), (128, 2, 1), ("a",))
-    assert FAKE.calls == []
-    assert records == [_common.LaunchRecord(FAKE, (4, 2, 1), (128, 2, 1), 0)]
-    with _common.record_launches() as records:
-        _common.launch(FAKE, (1, 1, 1), (32, 1, 1), ("b",))
-    assert FAKE.calls == [((1, 1, 1), (32, 1, 1), ("b",))] and len(records) == 1
-    _common.launch(FAKE, (1, 1, 1), (32, 1, 1), ("c",))  # outside: launches, records nothing
-    assert len(FAKE.calls) == 2 and len(records) == 1
+    source = FakeSource()
+    call = _call(source, (4, 2, 1), (128, 2, 1), "fake")
+    with _launch.record_launches(dry_run=True) as records:
+        call("a")
+    assert source.kernel.calls == []
+    assert records == [_launch.LaunchRecord(source.kernel, (4, 2, 1), (128, 2, 1), 0, "fake.cu",
+                                            "fake<int>", "fake")]
+    with _launch.record_launches() as records:
+        call("b")
+    assert source.kernel.calls == [((4, 2, 1), (128, 2, 1), ("b", numpy.int32(1)))]
+    assert len(records) == 1
+    call("c")  # outside: launches, records nothing
+    assert len(source.kernel.calls) == 2 and len(records) == 1
 
 
-def test_record_launches_keeps_the_checks():
-    with _common.record_launches(dry_run=True) as records:
-        with pytest.raises(ValueError, match="exceeds this kernel's limit"):
-            _common.launch(FAKE, (1, 1, 1), (512, 1, 1), ())
-        with pytest.raises(ValueError, match="outside CUDA's limits"):
-            _common.launch(FAKE, (1, 70000, 1), (32, 1, 1), ())
-    assert records == []
+def test_kernel_calls_check_the_limits_when_planned():
+    source = FakeSource()
+    with pytest.raises(ValueError, match="exceeds this kernel's limit"):
+        _call(source, (1, 1, 1), (512, 1, 1), "fake")
+    with pytest.raises(ValueError, match="outside CUDA's limits"):
+        _call(source, (1, 70000, 1), (32, 1, 1), "fake")
+    with pytest.raises(TypeError, match="NumPy scalar"):
+        _launch.KernelCall(source, "fake<int>", (1, 1, 1), (32, 1, 1), (_launch.Array(0), 5))
+    assert source.kernel.calls == []
 
 
 def test_record_launches_nests_and_stays_in_its_thread():
-    FAKE.calls.clear()
+    source = FakeSource()
     seen_by_thread = []
-    with _common.record_launches(dry_run=True) as outer:
-        with _common.record_launches() as inner:
-            _common.launch(FAKE, (1, 1, 1), (32, 1, 1), ("inner",))
-        _common.launch(FAKE, (2, 1, 1), (32, 1, 1), ("outer",))
+    with _launch.record_launches(dry_run=True) as outer:
+        with _launch.record_launches() as inner:
+            _call(source, (1, 1, 1), (32, 1, 1), "inner")("inner")
+        _call(source, (2, 1, 1), (32, 1, 1), "outer")("outer")
 
         def other_thread():
-            _common.launch(FAKE, (3, 1, 1), (32, 1, 1), ("thread",))
-            seen_by_thread.append(getattr(_common._recorder, "state", None))
+            _call(source, (3, 1, 1), (32, 1, 1), "thread")("thread")
+            seen_by_thread.append(getattr(_launch._recorder, "state", None))
 
         worker = threading.Thread(target=other_thread)
         worker.start()
         worker.join()
     assert [r.grid for r in inner] == [(1, 1, 1)]
     assert [r.grid for r in outer] == [(2, 1, 1)]
-    assert [c[2] for c in FAKE.calls] == [("inner",), ("thread",)]
+    assert [c[2][0] for c in source.kernel.calls] == ["inner", "thread"]
     assert seen_by_thread == [None]
-    assert getattr(_common._recorder, "state", None) is None
+    assert getattr(_launch._recorder, "state", None) is None
 
 
 # --- on the GPU: resources and launch configurations ---------------------------------------------------
@@ -235,9 +253,9 @@ def test_describe_auto_and_arrays():
 
     x = cupy.ones((256, 512), dtype=cupy.float32)
     info = describe("transpose", "auto", x)
-    assert info.method in ladder_methods("transpose") and "picks" in info.note
+    assert info.method in gk.methods("transpose") and "picks" in info.note
     a, b = cupy.ones((64, 32), cupy.float16), cupy.ones((32, 16), cupy.float16)
-    matmul = describe("matmul", ladder_methods("matmul")[-1], a, b)
+    matmul = describe("matmul", gk.methods("matmul")[-1], a, b)
     assert matmul.input == "64x32 float16 @ 32x16 float16"
 
 
@@ -248,7 +266,9 @@ def test_describe_launches_nothing():
     from gpukernels.validation import poisoned
 
     x = cupy.arange(64 * 32, dtype=cupy.int32).reshape(64, 32)
-    for method in ladder_methods("transpose"):
+    for method in gk.methods("transpose"):
+        if not OPERATIONS["transpose"].supports(method, x):
+            continue  # the word rungs move 1- and 2-byte elements
         out = poisoned((32, 64), numpy.int32)
         info = describe("transpose", method, x, out=out)
         assert info.launches
@@ -262,3 +282,42 @@ def test_describe_without_input_lists_instances():
     assert info.instances and all(r.instance.startswith("matmul_tiled<") for r in info.instances)
     assert all(r.registers > 0 and r.binary_version >= 50 for r in info.instances)
     assert "compiled instances" in repr(info)
+
+
+def _battery():
+    """Inputs of the test batteries that reach every kernel: every transpose kernel (odd 1- and
+    2-byte rows included), SIMT and tensor-core products, full and axis reductions."""
+    import cupy
+
+    yield "transpose", (cupy.ones((1023, 1025), numpy.int8),), {}
+    yield "transpose", (cupy.ones((1023, 1025), numpy.float16),), {}
+    yield "transpose", (cupy.ones((3, 64, 96), numpy.float32),), {}
+    yield "transpose", (cupy.ones((100, 200), numpy.complex128)[:, ::2],), {}
+    yield "matmul", (cupy.ones((100, 50), numpy.float32), cupy.ones((50, 70), numpy.float32)), {}
+    yield "matmul", (cupy.ones((100, 64), numpy.float16), cupy.ones((64, 72), numpy.float16)), {}
+    yield "sum", (cupy.ones(10**6 + 3, numpy.float32),), {}
+    yield "max", (cupy.ones((512, 300), numpy.int32),), {"axis": 0}
+    yield "prod", (cupy.ones((64, 5, 7), numpy.float64),), {"axis": (0, 2)}
+
+
+@pytest.mark.gpu
+def test_describe_shows_the_kernels_that_launch():
+    # For every rung (and auto) on each input: the launches describe reports are the ones a real
+    # call makes, and the source it shows is the launched kernel's whenever a rung launched.
+    for name, inputs, kwargs in _battery():
+        op = OPERATIONS[name]
+        for method in gk.methods(name) + ("auto",):
+            if method != "auto" and not op.supports(method, *inputs, **kwargs):
+                continue
+            info = describe(name, method, *inputs, **kwargs)
+            with _launch.record_launches() as records:
+                op.function(*inputs, method=method, **kwargs)
+            assert [r.instance for r in records] == [launch.instance for launch in info.launches], \
+                (name, method)
+            rungs = {r.rung for r in records}
+            if rungs <= set(op.ladder.names):
+                (rung,) = rungs
+                assert info.method == rung and info.kernel_function == op.ladder[rung].kernel
+                assert all(r.instance.startswith(info.kernel_function + "<") for r in records)
+            else:  # the axis kernels: not a rung, and the note says which kernels run
+                assert "for this input the wrapper launches" in info.note, info.note

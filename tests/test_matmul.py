@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import reference
+import references as reference
+from edges_helpers import MATMUL_METHODS
+from gpukernels.ops.matmul import rungs
 from gpukernels.validation import poisoned
 
 cupy = pytest.importorskip("cupy")
@@ -17,8 +18,7 @@ cupy = pytest.importorskip("cupy")
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("index_width")]
 
 #: The SIMT rungs, which take every real dtype; test_matmul_tensor.py covers the tensor cores.
-SIMT_METHODS = tuple(m for m in gk.methods("matmul")
-                     if m not in sys.modules[gk.matmul.__module__].TENSOR_CORE_METHODS)
+SIMT_METHODS = MATMUL_METHODS
 METHODS = SIMT_METHODS + ("auto",)
 DTYPES = [numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)]
 
@@ -319,16 +319,14 @@ def test_matmul_rungs_keep_their_blocks_per_sm(method, blocks):
     # The tiled rung relies on two resident 1024-thread blocks (each barrier idles the SM
     # otherwise) and warp_tiled on two of 256 threads; neither forces that through launch bounds
     # alone for every type, so check the compiler's register counts (4-byte types).
-    from gpukernels.ops import matmul as matmul_op
-
     attributes = cupy.cuda.Device().attributes
-    threads = math.prod(matmul_op._CONFIGS[method].block)
+    threads = math.prod(rungs.SIMT[method].block)
     if attributes["MaxThreadsPerMultiProcessor"] < blocks * threads:
         pytest.skip(f"this GPU holds fewer than {blocks} blocks of {threads} threads per SM")
     registers_per_sm = attributes["MaxRegistersPerMultiprocessor"]
-    for dtype in (numpy.dtype(numpy.float32), numpy.dtype(numpy.uint32)):
-        for index in ("int", "long long"):
-            for aligned in ((False, True) if matmul_op._CONFIGS[method].aligned_flag else (False,)):
-                name = matmul_op._kernel_name(method, dtype, index, aligned)
-                regs = matmul_op.KERNELS.function(name).num_regs
-                assert blocks * threads * regs <= registers_per_sm, f"{name}: {regs} registers"
+    rung = rungs.LADDER[method]
+    names = [i for i in rung.instances if i.split("<")[1].split(",")[0] in ("float", "unsigned int")]
+    assert names
+    for name in names:
+        regs = rung.source.function(name).num_regs
+        assert blocks * threads * regs <= registers_per_sm, f"{name}: {regs} registers"

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import reference
+import references as reference
+from edges_helpers import TENSOR_CORE_METHODS
+from gpukernels._core.launch import record_launches
 from gpukernels.validation import poisoned
 
 cupy = pytest.importorskip("cupy")
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("index_width")]
 
-matmul_mod = sys.modules[gk.matmul.__module__]
-TENSOR_METHODS = matmul_mod.TENSOR_CORE_METHODS
+TENSOR_METHODS = TENSOR_CORE_METHODS
 
 
 @pytest.fixture(autouse=True)
@@ -154,16 +153,12 @@ def test_tf32_only_when_asked(rng):
 
 
 def test_auto_picks_tensor_cores_for_float16_and_tf32(rng):
-    from gpukernels._common import record_launches
-
     # wgmma on Hopper (compute capability 9.0), mma on the others.
     expected = "wgmma" if int(cupy.cuda.Device().compute_capability) == 90 else "mma"
-    family = matmul_mod.kernel_family(expected)
-    kernels = {id(family.function(name))
-               for name in family.instances if name.startswith(f"matmul_{expected}<")}
     a = cupy.asarray(reference.random_array((64, 64), numpy.float16, rng))
     for x, precision in ((a, "highest"), (a.astype(cupy.float32), "tf32")):
         with record_launches() as launches:
             gk.matmul(x, x, precision=precision)
         # TF32 on wgmma transposes B first; the product itself is the last launch.
-        assert launches and id(launches[-1].kernel) in kernels, (precision, launches)
+        assert launches and launches[-1].rung == expected, (precision, launches)
+        assert launches[-1].instance.startswith(f"matmul_{expected}<")

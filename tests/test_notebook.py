@@ -32,7 +32,7 @@ def test_notebook_is_well_formed(path):
         ast.parse(source)  # plain Python, no shell escapes or magics
     text = "\n".join(cells)
     for call in ("describe(\"transpose\"", "describe(\"matmul\"", "describe(\"sum\"",
-                 "bench_transpose(", "bench_matmul(", "bench_reduce(", ".plot()", "check("):
+                 "bench(\"transpose\"", "bench(\"matmul\"", "bench(\"sum\"", ".plot()", "check("):
         assert call in text, call
     nbformat = pytest.importorskip("nbformat")
     nbformat.validate(nbformat.read(path, as_version=4))

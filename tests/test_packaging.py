@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNEL_FILES = ("transpose.cu", "matmul.cu", "reduce.cu", "common.cuh")
+KERNEL_FILES = ("transpose/transpose.cu", "transpose/words.cu", "matmul/simt.cu",
+                "reduce/reduce.cu", "common.cuh")
 
 pytest.importorskip("build")
 
@@ -53,9 +54,11 @@ def test_wheel_contains_kernels_and_package(wheel):
         name = "gpukernels/" + path.relative_to(package).as_posix()
         assert name in names, f"{name} is missing from the wheel"
     # Every CUDA source of kernels/ too, so a new header cannot be forgotten.
-    for path in (ROOT / "kernels").iterdir():
-        if path.suffix in (".cu", ".cuh"):
-            assert f"gpukernels/kernels/{path.name}" in names
+    sources = [p for p in (ROOT / "kernels").rglob("*") if p.suffix in (".cu", ".cuh")]
+    assert len(sources) >= 10
+    for path in sources:
+        assert f"gpukernels/kernels/{path.relative_to(ROOT / 'kernels').as_posix()}" in names
+    assert "gpukernels/py.typed" in names
 
 
 def test_wheel_console_script_targets_exist(wheel):
@@ -82,16 +85,17 @@ def test_installed_wheel_finds_its_kernels(wheel, tmp_path):
         import sys
         from pathlib import Path
         import gpukernels
-        from gpukernels import _compile
+        from gpukernels._core import compile as _compile
         target = Path(sys.argv[1]).resolve()
         package = Path(gpukernels.__file__).resolve()
         assert target in package.parents, f"imported {package}, not the installed wheel"
         kernels = _compile.kernel_dir().resolve()
         assert target in kernels.parents, f"kernel_dir() is {kernels}, outside {target}"
-        source = _compile.load_source("transpose.cu")
+        source = _compile.load_source("transpose/transpose.cu")
         assert "transpose_naive" in source and "struct gk_half" in source
-        for name in ("matmul.cu", "reduce.cu"):
-            assert _compile.load_source(name)
+        for path in _compile.SOURCES:
+            assert _compile.load_source(path)
+        assert gpukernels.__version__ not in ("", "0+unknown")
         print("OK", kernels)
     """)
     env = dict(os.environ, PYTHONPATH=str(target))

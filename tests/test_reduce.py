@@ -7,7 +7,7 @@ import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import reference
+import references as reference
 
 cupy = pytest.importorskip("cupy")
 

@@ -21,8 +21,7 @@ import numpy
 import pytest
 
 import gpukernels as gk
-
-from test_compile import _accepted_requests
+from edges_helpers import accepted_requests
 
 cupy = pytest.importorskip("cupy")
 
@@ -32,7 +31,7 @@ NUMPY_OPERATIONS = {"sum": numpy.sum, "prod": numpy.prod, "min": numpy.min, "max
 FULL_SIZES = (37, 5003)  # one block of every rung; several blocks of every rung and dtype
 AXIS_CASES = (((5, 7), 1), ((5, 40), 1), ((40, 5), 0), ((3, 5003), 1), ((5003, 3), 0))
 CASES = [(operation, dtype, requested) for operation in NUMPY_OPERATIONS
-         for dtype, requested, _ in _accepted_requests(operation)]
+         for dtype, requested, _ in accepted_requests(operation)]
 
 
 def _data(operation: str, shape, dtype: numpy.dtype, rng) -> numpy.ndarray:

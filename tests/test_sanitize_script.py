@@ -183,6 +183,6 @@ def test_suite_records_launches_and_runs_a_selection(tmp_path):
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [line["test"] for line in lines] == chosen
     if gpukernels.gpu_available():
-        assert lines[0]["kernels"] == ["transpose.cu:transpose_naive<unsigned int, int>"]
+        assert lines[0]["kernels"] == ["transpose/transpose.cu:transpose_naive<unsigned int, int>"]
     else:
         assert lines[0]["kernels"] == []

@@ -8,7 +8,7 @@ import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels import reference
+import references as reference
 from gpukernels.validation import poisoned
 
 cupy = pytest.importorskip("cupy")

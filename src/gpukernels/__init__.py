@@ -12,28 +12,33 @@ True
 ('naive', 'tiled', 'blocked_1d', 'blocked_2d', 'warp_tiled', 'large_tile', 'mma', 'wgmma')
 """
 
-from ._common import methods
-from ._compile import KernelCompileError
-from ._device import NoGPUError, gpu_available
+from importlib.metadata import PackageNotFoundError, version
+
+from ._core.compile import KernelCompileError
+from ._core.device import NoGPUError, gpu_available
+from ._core.ladder import methods
+from .introspect import describe
 from .ops.matmul import matmul
 from .ops.reduce import max, min, prod, sum
 from .ops.transpose import transpose
-from .introspect import describe
 
-__all__ = ["transpose", "matmul", "sum", "prod", "min", "max", "methods", "gpu_available", "KernelCompileError",
-           "NoGPUError", "__version__"]
-__version__ = "0.1.0"
-__all__.append("describe")
+__all__ = ["transpose", "matmul", "sum", "prod", "min", "max", "methods", "describe",
+           "gpu_available", "KernelCompileError", "NoGPUError", "__version__"]
+
+try:
+    __version__ = version("gpukernels")
+except PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
 
 
 def _compile_at_import() -> None:
-    # Compile every kernel family for the current device now (CuPy's disk cache makes this a
-    # cubin load after the first time), so a broken kernel fails at import, not mid-computation.
-    # Without a GPU there is nothing to compile for; calls then raise NoGPUError.
-    from . import _compile
+    # Compile (or load from CuPy's cache) every eager kernel group for the current device now,
+    # in parallel threads, so a broken kernel fails at import, not mid-computation. Without a
+    # GPU there is nothing to compile for; calls then raise NoGPUError.
+    from ._core import compile as _compile
 
     if gpu_available():
-        _compile.compile_all_for_current_device()
+        _compile.compile_at_import()
 
 
 _compile_at_import()

@@ -1,11 +1,17 @@
-"""``python -m gpukernels``: check and time every rung; ``bench``, ``describe`` and ``plot``."""
+"""``python -m gpukernels``: check and time every rung; ``bench``, ``describe`` and ``plot``.
+
+The operations, ladders and rungs offered here are read from the registry
+(:data:`gpukernels._core.ladder.OPERATIONS`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 EXAMPLES = """\
 examples:
@@ -19,14 +25,12 @@ examples:
 
 BENCH_EPILOG = """\
 what is timed:
-  transpose  every rung, a device-to-device copy of the same bytes (the ceiling) and
-             cupy.ascontiguousarray(x.T); GB/s count bytes read plus bytes written
-  matmul     every rung and cuBLAS (cupy.matmul, the ceiling); TFLOP/s count 2*M*N*K
-  reduce     every rung of each reduction (sum; prod, min, max where they exist), CuPy's
-             reduction (the ceiling) and PyTorch's when it imports; GB/s count bytes read;
-             plus partial reductions ("axis kernels": the row and column kernels)
-  Each output is checked on the device against an independent result on the same data before
-  it is timed (CUDA events, warm-up, median). The table gives each rate over the ceiling's.
+  Every rung of each chosen operation, its ceiling and its library equivalents, on each input
+  of the sweep. Each output is checked on the device against an independent result on the same
+  data before it is timed. Two times, CUDA events, median after warm-up: "call ms", one call
+  from Python on an idle GPU, its host time included (what a user's code sees), and "held ms",
+  the device work alone (the stream held while the call is enqueued). Rates and ratios to the
+  ceiling are given for both.
 
 examples:
   python -m gpukernels bench all --json out/bench.json --plot out/bench.png
@@ -35,53 +39,69 @@ examples:
   python -m gpukernels bench transpose --methods naive shared --quick
 """
 
-
-def _operations() -> tuple[str, ...]:
-    from .introspect import operations
-
-    return operations()
+WIDTH = 88
 
 
-def _add_main_options(parser: argparse.ArgumentParser, reductions: tuple[str, ...]) -> None:
-    choices = ("transpose", "matmul", "reduce") + reductions
+def _wrap(text: str) -> str:
+    """A description for RawDescriptionHelpFormatter: paragraphs wrapped to WIDTH."""
+    return "\n\n".join(textwrap.fill(paragraph, WIDTH) for paragraph in text.split("\n\n"))
+
+
+def _registry() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(operations, bench targets), from the registry."""
+    from ._core.ladder import OPERATIONS
+    from .benchmark import targets
+
+    return tuple(OPERATIONS), targets()
+
+
+def _sweep_lines() -> str:
+    """One line per operation: its ceiling and what else is timed (for bench --help)."""
+    from ._core.ladder import OPERATIONS
+
+    lines = []
+    for name, op in OPERATIONS.items():
+        spec = op.bench
+        peers = f"; also {spec.peers}" if spec.peers else ""
+        lines.append(textwrap.fill(f"{name}: {spec.unit} counting {spec.work}; ceiling "
+                                   f"{spec.ceiling}{peers}", WIDTH, initial_indent="  ",
+                                   subsequent_indent="    "))
+    return "per operation:\n" + "\n".join(lines) + "\n\n"
+
+
+def _add_main_options(parser: argparse.ArgumentParser, targets: tuple[str, ...]) -> None:
     parser.add_argument(
-        "--ops", nargs="+", choices=choices, default=["transpose", "matmul", "reduce"],
-        metavar="OP",
-        help=("operations to check and time: transpose, matmul, reduce (every reduction) or "
-              f"one reduction ({', '.join(reductions)}); default: all"))
+        "--ops", nargs="+", choices=targets, default=["all"], metavar="OP",
+        help=f"what to check and time: {', '.join(targets)} (default: all)")
     parser.add_argument("--quick", dest="main_quick", action="store_true",
                         help="small sizes for a smoke run (they fit in the L2: not for reporting)")
     parser.add_argument("--json", dest="main_json", metavar="PATH",
                         help="also write every measurement, the device and library versions to PATH")
 
 
-def _add_bench(subparsers, reductions: tuple[str, ...]) -> None:
-    targets = ("all", "transpose", "matmul", "reduce") + reductions
+def _add_bench(subparsers: Any, targets: tuple[str, ...]) -> None:
     bench = subparsers.add_parser(
         "bench", help="sweep sizes and dtypes; table, JSON and plots",
-        description=("Time every rung of a ladder over a sweep of sizes and dtypes, next to the "
-                     "ceiling and the library equivalents measured in the same run. Prints a "
-                     "table; --json and --plot save the measurements and a PNG per family. "
-                     "Exits 1 if any rung gave a wrong result."),
-        epilog=BENCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    bench.add_argument("target", nargs="?", default="all", choices=targets, metavar="TARGET",
+        description=_wrap("Time every rung of a ladder over a sweep of sizes and dtypes, next to "
+                          "the ceiling and the library equivalents measured in the same run. "
+                          "Prints a table; --json and --plot save the measurements and a PNG "
+                          "per ladder. Exits 1 if any rung gave a wrong result."),
+        epilog=_sweep_lines() + BENCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench.add_argument("target", nargs="*", default=["all"], metavar="TARGET",
                        help=f"what to time: {', '.join(targets)} (default: all)")
-    inputs = bench.add_argument_group("inputs (each has a per-family default)")
+    inputs = bench.add_argument_group("inputs (each operation has its defaults)")
     inputs.add_argument(
         "--sizes", nargs="+", metavar="N",
         help=("the sweep: the side n of n x n matrices (transpose), of n x n x n products "
-              "(matmul), or element counts (reductions); 4096, 2**28, 2^28 and 1e7 all work. "
-              "Defaults: 1024..16384, 512..8192, 2**16..2**28 and 10**7"))
+              "(matmul), or element counts (reductions); 4096, 2**28, 2^28 and 1e7 all work"))
     inputs.add_argument(
         "--shapes", nargs="*", metavar="SHAPE",
         help=("extra inputs outside the sweep, plotted as markers: MxN or BxMxN (transpose), "
-              "MxKxN (matmul: a is MxK, b is KxN), any shape reduced in full (reductions). "
-              "Defaults: 8191x8193 64x1024x1024, 4095x4097x4099, none. --shapes alone: none"))
+              "MxKxN (matmul: a is MxK, b is KxN), any shape reduced in full (reductions); "
+              "--shapes alone: none"))
     inputs.add_argument("--dtypes", nargs="+", metavar="DTYPE",
-                        help=("dtypes to time. Defaults: int8 float16 float32 float64 "
-                              "(transpose), float32 float16 tf32 (matmul; tf32: float32 data on the TF32 "
-                              "tensor cores, against cuBLAS TF32 through PyTorch), float32 int32 "
-                              "(reductions)"))
+                        help=("dtypes to time (matmul also takes tf32: float32 data on the TF32 "
+                              "tensor cores, against cuBLAS TF32 through PyTorch)"))
     inputs.add_argument("--methods", nargs="+", metavar="RUNG",
                         help=("rungs to time (default: every rung; see "
                               "'python -m gpukernels describe OP'); ceilings are always timed"))
@@ -94,7 +114,9 @@ def _add_bench(subparsers, reductions: tuple[str, ...]) -> None:
                         help="small default inputs and few repeats, for a smoke run")
     timing = bench.add_argument_group("timing")
     timing.add_argument("--repeat", type=int, metavar="N",
-                        help="timed calls per measurement at most; the median is kept (default: 200)")
+                        help="held timings per measurement at most; the median is kept (default: 200)")
+    timing.add_argument("--call-repeat", type=int, metavar="N",
+                        help="per-call timings per measurement at most (default: 100)")
     timing.add_argument("--warmup", type=int, metavar="N",
                         help="untimed calls first (default: 3; 1 for calls over 20 ms)")
     timing.add_argument("--max-time", type=float, metavar="SECONDS",
@@ -108,25 +130,27 @@ def _add_bench(subparsers, reductions: tuple[str, ...]) -> None:
     output.add_argument("--json", metavar="PATH",
                         help="write every measurement with the device, clocks, versions and date")
     output.add_argument("--plot", metavar="PATH",
-                        help=("write a PNG of rate against size per family; with several "
-                              "families the family is added to the name: bench.png -> "
+                        help=("write a PNG of rate against size per ladder; with several "
+                              "ladders the ladder is added to the name: bench.png -> "
                               "bench-transpose.png, bench-matmul.png, bench-reduce.png"))
     output.add_argument("--markdown", metavar="PATH", help="also write the table as Markdown")
     output.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _add_describe(subparsers, operations: tuple[str, ...]) -> None:
+def _add_describe(subparsers: Any, operations: tuple[str, ...]) -> None:
     describe = subparsers.add_parser(
         "describe", help="a rung's summary, CUDA source, registers and launch configuration",
-        description=("Show what a rung changes against the rung below, its CUDA source as "
-                     "written in kernels/, and, for an input (--shape), the kernel instance the "
-                     "wrapper would launch, its grid and block, registers per thread and shared "
-                     "memory. Without a rung: the whole ladder as a table. Summary and source "
-                     "need no GPU; --shape does (nothing is computed: launches are switched off)."),
+        description=_wrap("Show what a rung changes against the rung below, its CUDA source as "
+                          "written in kernels/, and, for an input (--shape), the kernel instance "
+                          "the wrapper would launch, its grid and block, registers per thread "
+                          "and shared memory. Without a rung: the whole ladder as a table. "
+                          "Summary and source need no GPU; --shape does (nothing is computed: "
+                          "launches are switched off)."),
         epilog=("examples:\n"
                 "  python -m gpukernels describe matmul\n"
                 "  python -m gpukernels describe transpose shared --shape 8191 8193 --dtype float64\n"
                 "  python -m gpukernels describe sum two_pass --shape 2**28 --dtype int32\n"
+                "  python -m gpukernels describe sum --shape 8192 8192 --axis 0\n"
                 "  python -m gpukernels describe matmul --shape 4096 4096 4096   (M K N)\n"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     describe.add_argument("operation", choices=operations, metavar="OPERATION",
@@ -135,19 +159,24 @@ def _add_describe(subparsers, operations: tuple[str, ...]) -> None:
                           help="a rung of the ladder, or 'auto' with --shape (default: every rung)")
     describe.add_argument("--shape", nargs="+", metavar="N",
                           help="input shape for the launch configuration; M K N for matmul")
-    describe.add_argument("--dtype", default=None, help="input dtype with --shape (default: float32)")
-    describe.add_argument("--axis", type=int, help="reductions: the axis to reduce over")
+    describe.add_argument("--dtype", default=None,
+                          help="input dtype with --shape (default: float32)")
+    describe.add_argument("--axis", nargs="+", type=int, metavar="AXIS",
+                          help="reductions, with --shape: the axes to reduce over")
     describe.add_argument("--no-source", action="store_true", help="leave out the CUDA source")
 
 
-def _add_plot(subparsers) -> None:
+def _add_plot(subparsers: Any) -> None:
     plot = subparsers.add_parser(
         "plot", help="draw the PNGs of a saved benchmark again (no GPU needed)",
-        description=("Read a JSON file written by 'bench --json' (or by the default command's "
-                     "--json) and write its plots, one PNG per family."))
+        description=_wrap("Read a JSON file written by 'bench --json' (or by the default "
+                          "command's --json) and write its plots: one PNG per ladder, the "
+                          "ladder's name added to the file name when there are several "
+                          "(out.png -> out-transpose.png, out-matmul.png, ...)."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     plot.add_argument("json", metavar="JSON", help="the measurements")
     plot.add_argument("--out", metavar="PATH",
-                      help="the PNG (default: the JSON's name with .png); several families add "
+                      help="the PNG (default: the JSON's name with .png); several ladders add "
                            "their name: bench.png -> bench-transpose.png, ...")
     plot.add_argument("--markdown", metavar="PATH", help="also write the table as Markdown")
 
@@ -161,25 +190,27 @@ def build_parser() -> argparse.ArgumentParser:
     >>> build_parser().parse_args(["bench", "matmul", "--sizes", "4096"]).sizes
     ['4096']
     """
-    from .introspect import REDUCTIONS
+    from . import __version__
 
-    operations = _operations()
-    reductions = tuple(op for op in operations if op in REDUCTIONS)
+    operations, targets = _registry()
     parser = argparse.ArgumentParser(
         prog="python -m gpukernels",
-        description=(
+        description=_wrap(
             "Hand-written CUDA kernels, each operation a ladder of rungs from the textbook "
             "kernel up. Without a command: validate every rung of every operation against "
             "NumPy on fresh random data, then time it (CUDA events, median after warm-up) next "
             "to the device's own ceiling measured in the same run: a device-to-device copy for "
             "transpose, cuBLAS (cupy.matmul) for matmul, CuPy's reduction (CUB) for reductions. "
-            "Prints one table; exits 1 if any rung gave a wrong answer."),
+            "Prints one table; exits 1 if any rung gave a wrong answer.\n\n"
+            "Without a GPU, 'describe' (summaries and CUDA sources) and 'plot' still work."),
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_main_options(parser, reductions)
+    parser.add_argument("--version", action="version", version=f"gpukernels {__version__}")
+    _add_main_options(parser, targets)
     subparsers = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND",
                                        help="run 'python -m gpukernels COMMAND --help' for more")
-    _add_bench(subparsers, reductions)
-    _add_describe(subparsers, operations + ("reduce",) if "sum" in operations else operations)
+    _add_bench(subparsers, targets)
+    ladder_names = tuple(t for t in targets if t != "all" and t not in operations)
+    _add_describe(subparsers, operations + ladder_names)
     _add_plot(subparsers)
     return parser
 
@@ -188,11 +219,21 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _run_main_job(args) -> int:
-    from . import benchmark
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of a subcommand (for errors in its own usage)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]
+    return parser
 
-    rows = benchmark.main_job(tuple(args.ops), quick=args.main_quick, progress=True)
-    result = benchmark.BenchResult(rows, benchmark.environment())
+
+def _run_main_job(args: argparse.Namespace) -> int:
+    from ._core.compile import REPORT
+    from .benchmark import BenchResult, environment, main_job
+
+    _say(REPORT.summary())
+    rows = main_job(tuple(args.ops), quick=args.main_quick, progress=True)
+    result = BenchResult(rows, environment())
     print(result)
     if args.main_json:
         result.save_json(args.main_json)
@@ -200,7 +241,7 @@ def _run_main_job(args) -> int:
     return _verdict(result)
 
 
-def _verdict(result) -> int:
+def _verdict(result: Any) -> int:
     wrong = result.wrong
     if wrong:
         print(f"\n{len(wrong)} wrong result(s): "
@@ -209,38 +250,38 @@ def _verdict(result) -> int:
     return 0
 
 
-def _check_plotting_available() -> None:
+def _check_plotting_available(parser: argparse.ArgumentParser) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise SystemExit("error: --plot needs matplotlib: pip install 'gpukernels[bench]'") from None
+        parser.error("--plot needs matplotlib: pip install 'gpukernels[bench]'")
 
 
-def _run_bench(args, parser: argparse.ArgumentParser) -> int:
+def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from . import benchmark
-    from .introspect import REDUCTIONS
 
     if args.plot:
-        _check_plotting_available()
+        _check_plotting_available(parser)
     try:
         sizes = None if args.sizes is None else tuple(benchmark.parse_size(s) for s in args.sizes)
-        shapes = None if args.shapes is None else tuple(benchmark.parse_shape(s) for s in args.shapes)
+        shapes = None if args.shapes is None else tuple(benchmark.parse_shape(s)
+                                                        for s in args.shapes)
+        operations = benchmark.resolve_targets(args.target)
     except ValueError as exc:
         parser.error(str(exc))
-    given = {"repeat": args.repeat, "warmup": args.warmup, "max_seconds": args.max_time,
-             "max_call_ms": args.max_call_ms}
+    given = {"repeat": args.repeat, "call_repeat": args.call_repeat, "warmup": args.warmup,
+             "max_seconds": args.max_time, "max_call_ms": args.max_call_ms}
     timing = replace(benchmark.QUICK_TIMING if args.quick else benchmark.Timing(),
                      **{k: v for k, v in given.items() if v is not None})
-    families = benchmark.FAMILIES if args.target == "all" else \
-        ("reduce",) if args.target in REDUCTIONS else (args.target,)
-    options = {"sizes": sizes, "shapes": shapes, "dtypes": args.dtypes, "methods": args.methods}
-    if "reduce" in families:
-        options["operations"] = (args.target,) if args.target in REDUCTIONS else None
+    options: dict = {}
+    reductions = [op for op in operations if "axis_cases" in op.bench.options]
+    if reductions:
         options["torch"] = args.torch
         if not args.axis:
             options["axis_cases"] = ()
     try:
-        result = benchmark.bench(families, quick=args.quick, timing=timing,
+        result = benchmark.bench(args.target, sizes=sizes, shapes=shapes, dtypes=args.dtypes,
+                                 methods=args.methods, quick=args.quick, timing=timing,
                                  progress=not args.no_progress, seed=args.seed, **options)
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
@@ -249,7 +290,8 @@ def _run_bench(args, parser: argparse.ArgumentParser) -> int:
     return _verdict(result)
 
 
-def _write_outputs(result, *, json_path=None, plot_path=None, markdown_path=None) -> None:
+def _write_outputs(result: Any, *, json_path: Any = None, plot_path: Any = None,
+                   markdown_path: Any = None) -> None:
     if json_path:
         result.save_json(json_path)
         _say(f"wrote {json_path}")
@@ -262,19 +304,22 @@ def _write_outputs(result, *, json_path=None, plot_path=None, markdown_path=None
             _say(f"wrote {path}")
 
 
-def _run_describe(args, parser: argparse.ArgumentParser) -> int:
-    from . import benchmark
+def _run_describe(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .benchmark import parse_size
     from .introspect import describe
 
-    kwargs = {} if args.axis is None else {"axis": args.axis}
+    if args.dtype is not None and args.shape is None:
+        parser.error("--dtype goes with --shape (the input describe works out launches for)")
+    if args.axis is not None and args.shape is None:
+        parser.error("--axis goes with --shape (the input describe works out launches for)")
+    kwargs: dict = {}
+    if args.axis is not None:
+        kwargs["axis"] = args.axis[0] if len(args.axis) == 1 else tuple(args.axis)
     try:
-        shape = None if args.shape is None else tuple(benchmark.parse_size(s) for s in args.shape)
+        shape = None if args.shape is None else tuple(parse_size(s) for s in args.shape)
         info = describe(args.operation, args.method, shape=shape, dtype=args.dtype, **kwargs)
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
-    except NotImplementedError as exc:
-        print(f"{args.operation} / {args.method}: not supported for this input: {exc}")
-        return 1
     if args.method is None or args.no_source:
         print(repr(info))
     else:
@@ -282,10 +327,10 @@ def _run_describe(args, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _run_plot(args, parser: argparse.ArgumentParser) -> int:
+def _run_plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .benchmark import BenchResult
 
-    _check_plotting_available()
+    _check_plotting_available(parser)
     try:
         result = BenchResult.load(args.json)
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -295,7 +340,19 @@ def _run_plot(args, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def _refuse_main_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The default command's options with a subcommand would be ignored: say so instead."""
+    given = [flag for flag, value in (("--ops", args.ops != ["all"]),
+                                      ("--quick", args.main_quick),
+                                      ("--json", args.main_json is not None)) if value]
+    if given:
+        parser.error(f"{', '.join(given)} before '{args.command}' belong to the default command; "
+                     f"put them after it (python -m gpukernels {args.command} ... "
+                     f"{' '.join(given)}) or see 'python -m gpukernels {args.command} --help'")
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
     Parameters
@@ -306,7 +363,8 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        0 on success, 1 when a rung gave a wrong result or no GPU is present.
+        0 on success, 1 when a rung gave a wrong result or no GPU is present (2 for a usage
+        error, from argparse).
 
     Examples
     --------
@@ -316,15 +374,17 @@ def main(argv=None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    from ._device import NoGPUError
+    from ._core.device import NoGPUError
 
+    if args.command is not None:
+        _refuse_main_options(parser, args)
     try:
         if args.command == "bench":
-            return _run_bench(args, parser)
+            return _run_bench(args, _subparser(parser, "bench"))
         if args.command == "describe":
-            return _run_describe(args, parser)
+            return _run_describe(args, _subparser(parser, "describe"))
         if args.command == "plot":
-            return _run_plot(args, parser)
+            return _run_plot(args, _subparser(parser, "plot"))
         return _run_main_job(args)
     except NoGPUError as exc:
         _say(f"error: {exc}")

@@ -9,7 +9,7 @@
   per thread, static shared memory, local memory, the most threads a block may have).
 
 The launch configuration comes from a dry run of the wrapper itself (see
-:func:`gpukernels._common.record_launches`): the wrapper validates the input and picks its
+:func:`gpukernels._core.launch.record_launches`): the wrapper validates the input and picks its
 configuration as it would for a real call, but no kernel runs. Summary and source need no GPU;
 the rest does.
 
@@ -31,124 +31,31 @@ from __future__ import annotations
 import html
 import math
 import re
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy
+from ._core import compile as _compile
+from ._core import device as _device
+from ._core.ladder import OPERATIONS, Operation, Rung, ladders
+from ._core.launch import LaunchRecord, record_launches
 
-from . import _common, _compile, _device
-
-__all__ = ["describe", "RungInfo", "LadderInfo", "LaunchInfo", "KernelResources", "operations",
-           "ladder_methods", "operation_function", "reduction_operations", "rung_source"]
-
-#: Reductions the package may have; they share the reduction ladder.
-REDUCTIONS = ("sum", "prod", "min", "max")
-_OPERATIONS = ("transpose", "matmul") + REDUCTIONS
-# The source file of each operation's kernels, when the operation's module does not say.
-_DEFAULT_FILES = {"transpose": "transpose.cu", "matmul": "matmul.cu",
-                  **{name: "reduce.cu" for name in REDUCTIONS + ("reduce",)}}
+__all__ = ["describe", "RungInfo", "LadderInfo", "LaunchInfo", "KernelResources", "rung_source"]
 
 
-# --- operations and their ladders -------------------------------------------------------------------
-
-def _registry_name(operation: str) -> str | None:
-    """The name the operation's ladder is registered under (reductions share one), or None."""
-    if operation in REDUCTIONS or operation == "reduce":
-        candidates = ("reduce", operation, "sum")
-    else:
-        candidates = (operation,)
-    return next((name for name in candidates if name in _common._LADDERS), None)
-
-
-def operation_function(operation: str):
-    """The public function of an operation: ``gpukernels.transpose`` for ``"transpose"``.
-
-    ``"reduce"`` (the name of the shared reduction ladder) gives ``gpukernels.sum``.
-
-    Examples
-    --------
-    >>> from gpukernels.introspect import operation_function
-    >>> operation_function("reduce").__name__
-    'sum'
-    """
-    import gpukernels
-
-    name = "sum" if operation == "reduce" else operation
-    function = getattr(gpukernels, name, None) if name in _OPERATIONS else None
-    if not callable(function) or _registry_name(name) is None:
-        raise ValueError(f"unknown operation {operation!r}; choose one of {', '.join(operations())}")
-    return function
-
-
-def operations() -> tuple[str, ...]:
-    """The operations this version has, each with a ladder of rungs.
-
-    Examples
-    --------
-    >>> from gpukernels.introspect import operations
-    >>> operations()[:3]
-    ('transpose', 'matmul', 'sum')
-    """
-    import gpukernels
-
-    return tuple(name for name in _OPERATIONS
-                 if callable(getattr(gpukernels, name, None)) and _registry_name(name) is not None)
-
-
-def reduction_operations() -> tuple[str, ...]:
-    """The reductions this version has: ``("sum",)``, later also ``prod``, ``min``, ``max``.
-
-    Examples
-    --------
-    >>> from gpukernels.introspect import reduction_operations
-    >>> "sum" in reduction_operations()
-    True
-    """
-    return tuple(name for name in operations() if name in REDUCTIONS)
-
-
-def ladder_methods(operation: str) -> tuple[str, ...]:
-    """The rungs of an operation, bottom first; reductions share one ladder.
-
-    Like :func:`gpukernels.methods`, but also accepts every reduction (and ``"reduce"``)
-    whichever name their shared ladder is registered under.
-
-    Examples
-    --------
-    >>> from gpukernels.introspect import ladder_methods
-    >>> ladder_methods("transpose")[0]
-    'naive'
-    """
-    return tuple(rung.name for rung in _rungs(operation))
-
-
-def _rungs(operation: str) -> tuple[_common.Rung, ...]:
-    name = _registry_name(operation) if operation in _OPERATIONS + ("reduce",) else None
-    if name is None:
-        raise ValueError(f"unknown operation {operation!r}; choose one of {', '.join(operations())}")
-    return _common._LADDERS[name]
+def _operation(name: str) -> Operation:
+    """The operation ``name``, or for a ladder several operations share (``"reduce"``) the first
+    of them; ValueError listing the choices otherwise."""
+    if name in OPERATIONS:
+        return OPERATIONS[name]
+    for op in OPERATIONS.values():
+        if op.ladder.name == name:
+            return op
+    choices = list(OPERATIONS) + [n for n in ladders() if n not in OPERATIONS]
+    raise ValueError(f"unknown operation {name!r}; choose one of {', '.join(choices)}")
 
 
 # --- CUDA source ------------------------------------------------------------------------------------
-
-def _source_file(operation: str, method: str | None = None) -> str:
-    """The ``kernels/`` file of an operation's rungs (from its module's kernel family), or of
-    rung ``method`` where the module keeps some rungs in another file."""
-    try:
-        module = sys.modules[operation_function(operation).__module__]
-        if method is not None and hasattr(module, "kernel_family"):
-            return module.kernel_family(method).filename
-        return module.KERNELS.filename
-    except (AttributeError, KeyError, ValueError):
-        return _DEFAULT_FILES.get(operation, f"{operation}.cu")
-
-
-def _kernel_function(operation: str, method: str) -> str:
-    return f"{Path(_source_file(operation)).stem}_{method}"
-
 
 def _skip_comment_or_literal(text: str, i: int) -> int:
     """If a comment or a string/char literal starts at ``i``, the index just past it; else ``i``."""
@@ -203,16 +110,19 @@ def _comment_text(lines: list[str]) -> str:
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"', re.MULTILINE)
 
 
-def rung_source(filename: str, function: str) -> tuple[str, str]:
+def rung_source(filename: str, function: str, rung: str | None = None) -> tuple[str, str]:
     """The header comment and the full source of the kernel ``function`` in ``kernels/filename``
     (or in a header it includes).
 
     Parameters
     ----------
     filename : str
-        A file in ``kernels/``, e.g. ``"transpose.cu"``.
+        A file under ``kernels/``, e.g. ``"transpose/transpose.cu"``.
     function : str
         The kernel's name, e.g. ``"transpose_shared"``.
+    rung : str, optional
+        The rung the kernel is, when its ``// Rung N - <rung>:`` header may sit above helpers
+        that come before the kernel.
 
     Returns
     -------
@@ -229,7 +139,7 @@ def rung_source(filename: str, function: str) -> tuple[str, str]:
     Examples
     --------
     >>> from gpukernels.introspect import rung_source
-    >>> comment, source = rung_source("matmul.cu", "matmul_tiled")
+    >>> comment, source = rung_source("matmul/simt.cu", "matmul_tiled")
     >>> comment.splitlines()[0]
     'Rung 2 - tiled: the block computes a TILE x TILE tile of C. For each step along K it stages a'
     """
@@ -258,7 +168,7 @@ def rung_source(filename: str, function: str) -> tuple[str, str]:
             break
         declaration_start -= 1
     comment_end = declaration_start
-    header = _rung_header_line(lines, declaration_start, function, Path(filename).stem)
+    header = _rung_header_line(lines, declaration_start, rung) if rung else None
     if header is not None:  # the rung's header comment sits above helpers the kernel uses
         comment_end = header
         while comment_end < len(lines) and lines[comment_end].strip().startswith("//"):
@@ -271,10 +181,9 @@ def rung_source(filename: str, function: str) -> tuple[str, str]:
     return _comment_text(comment_lines), text[offset:end]
 
 
-def _rung_header_line(lines: list[str], before: int, function: str, stem: str) -> int | None:
+def _rung_header_line(lines: list[str], before: int, method: str) -> int | None:
     """Index of a ``// Rung N - <method>`` comment line above the kernel, with no other kernel
     between them; None when there is none (the comment right above the kernel is its header)."""
-    method = function[len(stem) + 1:] if function.startswith(stem + "_") else function
     pattern = re.compile(r"^\s*//\s*Rung\b[^:]*?[-\s]" + re.escape(method) + r"\b\s*:")
     for index in range(before - 1, -1, -1):
         if "__global__" in lines[index]:
@@ -324,7 +233,7 @@ class KernelResources:
     binary_version: int
 
     @classmethod
-    def of(cls, kernel, instance: str) -> KernelResources:
+    def of(cls, kernel: Any, instance: str) -> KernelResources:
         """Read the attributes of a compiled ``cupy.RawKernel``."""
         return cls(instance, kernel.num_regs, kernel.shared_size_bytes, kernel.local_size_bytes,
                    kernel.const_size_bytes, kernel.max_threads_per_block, kernel.ptx_version,
@@ -348,6 +257,8 @@ class LaunchInfo:
     block: tuple[int, int, int]
     dynamic_shared_bytes: int
     resources: KernelResources
+    rung: str = ""  # the rung that launches it, or the plan's name for kernels that are not rungs
+    source: str = ""  # its file under kernels/
 
     @property
     def threads_per_block(self) -> int:
@@ -359,7 +270,8 @@ class LaunchInfo:
 
     def __str__(self) -> str:
         r = self.resources
-        return (f"{self.instance}\n"
+        where = f"  ({self.rung}, kernels/{self.source})" if self.rung else ""
+        return (f"{self.instance}{where}\n"
                 f"    grid {self.grid} x block {self.block}: {self.blocks} blocks of "
                 f"{self.threads_per_block} threads\n"
                 f"    {r.registers} registers/thread, {r.static_shared_bytes} B static shared "
@@ -367,29 +279,16 @@ class LaunchInfo:
                 f"at most {r.max_threads_per_block} threads/block")
 
 
-def _runnable_families() -> list[_compile.KernelFamily]:
-    """The kernel families this device can run (a family built for sm_90a runs on 9.0 only)."""
-    capability = int(_device.cupy.cuda.Device().compute_capability)
-    return [family for family in _compile.FAMILIES.values() if family.runs_on(capability)]
-
-
-def _instance_names() -> dict[int, tuple[str, str]]:
-    """id(compiled kernel) -> (file, instance name), for every compiled instance on this device."""
-    names = {}
-    for family in _runnable_families():
-        for instance in family.instances:
-            names[id(family.function(instance))] = (family.filename, instance)
-    return names
-
-
-def _rung_instances(function: str) -> tuple[KernelResources, ...]:
-    """Resources of every compiled instance of the kernel ``function`` on this device."""
-    found = []
-    for family in _runnable_families():
-        for instance in family.instances:
-            if instance.startswith(function + "<") or instance == function:
-                found.append(KernelResources.of(family.function(instance), instance))
-    return tuple(found)
+def _compiled_instances(rung: Rung) -> tuple[KernelResources, ...]:
+    """Resources of the rung's instances that are compiled for this device: its eager groups
+    (compiled at import) and the lazy ones some call has compiled already; none is compiled
+    here."""
+    device = _device.cupy.cuda.runtime.getDevice()
+    if not rung.source.runs_on(_device.compute_capability(device)):
+        return ()
+    return tuple(KernelResources.of(rung.source.function(instance), instance)
+                 for group in rung.groups if group.eager or group.compiled(device)
+                 for instance in group.instances)
 
 
 # --- describe ---------------------------------------------------------------------------------------
@@ -408,6 +307,8 @@ class RungInfo:
         One line: what the rung changes against the rung below it.
     kernel_file, kernel_function : str
         Where the kernel is: ``kernels/<kernel_file>``, ``__global__`` function name.
+    needs : str
+        What the rung requires of the device and the input.
     comment : str
         The kernel's header comment: what it changes and why.
     source : str
@@ -426,7 +327,7 @@ class RungInfo:
     >>> import gpukernels as gk
     >>> info = gk.describe("matmul", "tiled")
     >>> info.level, info.below, info.kernel_file
-    (2, 'naive', 'matmul.cu')
+    (2, 'naive', 'matmul/simt.cu')
     """
 
     operation: str
@@ -437,6 +338,7 @@ class RungInfo:
     kernel_function: str
     comment: str
     source: str
+    needs: str = ""
     input: str = ""
     launches: tuple[LaunchInfo, ...] = ()
     instances: tuple[KernelResources, ...] = ()
@@ -464,12 +366,13 @@ class RungInfo:
     def __repr__(self) -> str:
         return self._text(with_source=False)
 
-    def _repr_pretty_(self, printer, cycle) -> None:
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self._text(with_source=False))
 
     def _text(self, with_source: bool) -> str:
         lines = [self.title(), f"  {self.summary}",
-                 f"  kernel: {self.kernel_function} in kernels/{self.kernel_file}"]
+                 f"  kernel: {self.kernel_function} in kernels/{self.kernel_file}",
+                 f"  needs: {self.needs}"]
         if self.launches:
             lines.append(f"  launches for {self.input}:")
             lines += ["  " + line for launch in self.launches for line in str(launch).splitlines()]
@@ -490,7 +393,8 @@ class RungInfo:
         parts = [f"<div><h4 style='margin-bottom:2px'>{html.escape(self.title())}</h4>",
                  f"<p style='margin-top:2px'>{html.escape(self.summary)}<br>"
                  f"<small>kernel <code>{html.escape(self.kernel_function)}</code> in "
-                 f"<code>kernels/{html.escape(self.kernel_file)}</code></small></p>"]
+                 f"<code>kernels/{html.escape(self.kernel_file)}</code>; needs: "
+                 f"{html.escape(self.needs)}</small></p>"]
         if self.launches:
             parts.append(f"<p>Launches for {html.escape(self.input)}:</p>")
             parts.append(_launch_table(self.launches))
@@ -570,7 +474,7 @@ class LadderInfo(Sequence):
                     lines.append(f"       {row[3]}")
         return "\n".join(lines)
 
-    def _repr_pretty_(self, printer, cycle) -> None:
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self))
 
     def _repr_html_(self) -> str:
@@ -590,11 +494,12 @@ def _launch_table(launches: Sequence[LaunchInfo]) -> str:
             "<th>threads/block</th><th>registers/thread</th><th>static smem/block (B)</th>"
             "<th>local/thread (B)</th><th>max threads/block</th></tr>")
     rows = "".join(
-        f"<tr><td style='text-align:left'><code>{html.escape(l.instance)}</code></td>"
-        f"<td>{l.grid}</td><td>{l.block}</td><td>{l.threads_per_block}</td>"
-        f"<td>{l.resources.registers}</td><td>{l.resources.static_shared_bytes}</td>"
-        f"<td>{l.resources.local_bytes}</td><td>{l.resources.max_threads_per_block}</td></tr>"
-        for l in launches)
+        f"<tr><td style='text-align:left'><code>{html.escape(launch.instance)}</code></td>"
+        f"<td>{launch.grid}</td><td>{launch.block}</td><td>{launch.threads_per_block}</td>"
+        f"<td>{launch.resources.registers}</td><td>{launch.resources.static_shared_bytes}</td>"
+        f"<td>{launch.resources.local_bytes}</td>"
+        f"<td>{launch.resources.max_threads_per_block}</td></tr>"
+        for launch in launches)
     return f"<table>{head}{rows}</table>"
 
 
@@ -619,18 +524,16 @@ def _highlight(source: str) -> str:
     return highlight(source, CudaLexer(), HtmlFormatter(noclasses=True))
 
 
-def _make_inputs(operation: str, shape, dtype) -> tuple:
-    """Uninitialised device arrays for a shape: ``(M, K, N)`` means two operands for matmul."""
-    cupy = _device.cupy
-    dtype = numpy.dtype("float32" if dtype is None else dtype)
+def _make_inputs(op: Operation, shape: Any, dtype: Any) -> tuple[tuple, dict]:
+    """Device inputs of a shape (``(M, K, N)`` for matmul), drawn on the device: a dry run does
+    not read them."""
+    dtype = "float32" if dtype is None else dtype
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if operation == "matmul":
-        if len(shape) != 3:
-            raise ValueError(f"a matmul shape is (M, K, N), for a of M x K and b of K x N; "
-                             f"got {shape}")
-        m, k, n = shape
-        return cupy.empty((m, k), dtype), cupy.empty((k, n), dtype)
-    return (cupy.empty(shape, dtype),)
+    try:
+        return op.inputs(shape, dtype, 0, xp=_device.cupy)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot make {op.name} inputs of shape {shape} and dtype {dtype}: "
+                         f"{exc}") from None
 
 
 def _array_label(x: Any) -> str:
@@ -645,42 +548,38 @@ def _input_label(inputs: Sequence[Any], kwargs: dict) -> str:
     return f"{label}, {extra}" if extra else label
 
 
-def _dry_run(function, inputs: tuple, method: str, kwargs: dict) -> list[_common.LaunchRecord]:
-    with _common.record_launches(dry_run=True) as records:
-        function(*inputs, method=method, **kwargs)
+def _dry_run(op: Operation, inputs: tuple, method: str, kwargs: dict) -> list[LaunchRecord]:
+    with record_launches(dry_run=True) as records:
+        op.function(*inputs, method=method, **kwargs)
     return records
 
 
-def _launch_infos(records: Sequence[_common.LaunchRecord]) -> tuple[LaunchInfo, ...]:
-    names = _instance_names()
-    infos = []
-    for record in records:
-        _, instance = names.get(id(record.kernel), ("", getattr(record.kernel, "name", "?")))
-        infos.append(LaunchInfo(instance, record.grid, record.block, record.shared_mem,
-                                KernelResources.of(record.kernel, instance)))
-    return tuple(infos)
+def _launch_infos(records: Sequence[LaunchRecord]) -> tuple[LaunchInfo, ...]:
+    return tuple(LaunchInfo(record.instance, record.grid, record.block, record.shared_mem,
+                            KernelResources.of(record.kernel, record.instance), record.rung,
+                            record.source)
+                 for record in records)
 
 
-def _base_info(operation: str, rung: _common.Rung, ladder: tuple[str, ...]) -> RungInfo:
-    filename = _source_file(operation, rung.name)
-    function = _kernel_function(operation, rung.name)
+def _base_info(op: Operation, rung: Rung) -> RungInfo:
     try:
-        comment, source = rung_source(filename, function)
+        comment, source = rung_source(rung.source.path, rung.kernel, rung.name)
         note = ""
     except (LookupError, OSError) as exc:
         comment, source, note = "", "", str(exc)
-    return RungInfo(operation, rung.name, ladder, rung.summary, filename, function, comment,
-                    source, note=note)
+    return RungInfo(op.name, rung.name, op.ladder.names, rung.summary, rung.source.path,
+                    rung.kernel, comment, source, str(rung.needs), note=note)
 
 
-def describe(operation: str, method: str | None = None, *inputs: Any, shape=None, dtype=None,
-             **kwargs: Any):
+def describe(operation: str, method: str | None = None, *inputs: Any, shape: Any = None,
+             dtype: Any = None, **kwargs: Any) -> Any:
     """Describe a rung (or a whole ladder): summary, CUDA source, resources and launch.
 
     Parameters
     ----------
     operation : str
-        ``"transpose"``, ``"matmul"``, ``"sum"`` (or another reduction the package has).
+        An operation (``"transpose"``, ``"matmul"``, ``"sum"``, ...; see
+        :data:`gpukernels._core.ladder.OPERATIONS`) or a ladder (``"reduce"``).
     method : str, optional
         A rung of the operation's ladder, or ``"auto"`` (with an input: the rung ``auto``
         picks for it). None describes every rung, as a :class:`LadderInfo` table.
@@ -688,8 +587,8 @@ def describe(operation: str, method: str | None = None, *inputs: Any, shape=None
         The operation's array arguments (``x``, or ``a, b`` for matmul). They are not read or
         written: the wrapper runs with kernel launches switched off.
     shape : tuple of int, optional
-        Instead of ``inputs``: the input's shape (``(M, K, N)`` for matmul). An uninitialised
-        array of that shape is allocated on the GPU for the dry run.
+        Instead of ``inputs``: the input's shape (``(M, K, N)`` for matmul). An array of that
+        shape is made on the GPU for the dry run.
     dtype : dtype, optional
         dtype of the array made for ``shape`` (float32 by default).
     **kwargs
@@ -699,18 +598,21 @@ def describe(operation: str, method: str | None = None, *inputs: Any, shape=None
     -------
     RungInfo or LadderInfo
         Prints as text and renders as HTML in Jupyter. Launch configurations and kernel
-        resources are present when an input was given; the compiled instances of a rung are
-        listed whenever a GPU is present.
+        resources are present when an input was given: the kernels the wrapper would launch,
+        which may belong to another rung (``auto``) or to no rung (the axis reductions' row
+        and column kernels). The compiled instances of a rung are listed whenever a GPU is
+        present.
 
     Raises
     ------
     ValueError
-        Unknown operation or method, ``"auto"`` without an input, or ``shape`` with ``inputs``.
+        Unknown operation or method, ``"auto"`` without an input, ``shape`` with ``inputs``,
+        or ``dtype`` without ``shape``.
     NoGPUError
         An input or shape was given but there is no GPU: launch configurations and resources
         come from the compiled kernels. Summary and source need no GPU.
-    NotImplementedError
-        The rung does not support the input (for a single rung; a ladder notes it per rung).
+    TypeError
+        The rung does not take the input (for a single rung; a ladder notes it per rung).
 
     Examples
     --------
@@ -725,10 +627,11 @@ def describe(operation: str, method: str | None = None, *inputs: Any, shape=None
     >>> info.launches[0].resources.registers  # doctest: +SKIP
     32
     """
-    rungs = _rungs(operation)
-    ladder = tuple(r.name for r in rungs)
+    op = _operation(operation)
+    rungs = op.ladder.rungs
+    ladder = op.ladder.names
     if method is not None and method != "auto" and method not in ladder:
-        raise ValueError(f"unknown {operation} method {method!r}; choose 'auto' or one of "
+        raise ValueError(f"unknown {op.name} method {method!r}; choose 'auto' or one of "
                          f"{', '.join(ladder)}")
     if shape is not None and inputs:
         raise ValueError("give the input either as arrays or as shape= (and dtype=), not both")
@@ -747,67 +650,53 @@ def describe(operation: str, method: str | None = None, *inputs: Any, shape=None
                 "the source.") from None
 
     if not has_input:
-        infos = [_base_info(operation, rung, ladder) for rung in rungs]
+        infos = [_base_info(op, rung) for rung in rungs]
         if _device.gpu_available():
-            infos = [_with(info, instances=_rung_instances(info.kernel_function)) for info in infos]
+            infos = [replace(info, instances=_compiled_instances(rung))
+                     for info, rung in zip(infos, rungs)]
         else:
-            infos = [_with(info, note=info.note or "no GPU: compiled resources need one")
+            infos = [replace(info, note=info.note or "no GPU: compiled resources need one")
                      for info in infos]
         if method is None:
-            return LadderInfo(operation, infos)
+            return LadderInfo(op.name, infos)
         return next(info for info in infos if info.method == method)
 
-    function = operation_function(operation)
     if shape is not None:
-        inputs = _make_inputs(operation, shape, dtype)
+        inputs, made = _make_inputs(op, shape, dtype)
+        kwargs = {**made, **kwargs}
     label = _input_label(inputs, kwargs)
     if method == "auto":
-        launches = _launch_infos(_dry_run(function, inputs, "auto", kwargs))
-        chosen = _rung_of(operation, launches, ladder)
-        info = _base_info(operation, rungs[ladder.index(chosen)], ladder)
-        return _with(info, input=label, launches=launches,
-                     instances=_rung_instances(info.kernel_function),
-                     note=f"method='auto' picks {chosen} for this input")
+        launches = _launch_infos(_dry_run(op, inputs, "auto", kwargs))
+        chosen = next((launch.rung for launch in launches if launch.rung in ladder), None)
+        rung = op.ladder[chosen] if chosen else rungs[-1]
+        info = _base_info(op, rung)
+        note = f"method='auto' picks {chosen} for this input" if chosen else \
+            _other_kernels_note(launches)
+        return replace(info, input=label, launches=launches,
+                       instances=_compiled_instances(rung), note=note)
     infos = []
     for rung in rungs:
         if method is not None and rung.name != method:
             continue
-        info = _base_info(operation, rung, ladder)
+        info = _base_info(op, rung)
         try:
-            launches = _launch_infos(_dry_run(function, inputs, rung.name, kwargs))
-        except (NotImplementedError, TypeError, ValueError) as exc:
-            if method is not None:  # (a rung that refuses the input's dtype: TypeError/ValueError)
+            launches = _launch_infos(_dry_run(op, inputs, rung.name, kwargs))
+        except (TypeError, ValueError) as exc:
+            if method is not None:
                 raise
-            infos.append(_with(info, input=label, note=f"not supported: {exc}"))
+            infos.append(replace(info, input=label, note=f"not supported: {exc}"))
             continue
-        infos.append(_with(info, input=label, launches=launches,
-                           instances=_rung_instances(info.kernel_function)))
-    return infos[0] if method is not None else LadderInfo(operation, infos, label)
+        note = "" if all(launch.rung == rung.name for launch in launches) else \
+            _other_kernels_note(launches)
+        infos.append(replace(info, input=label, launches=launches,
+                             instances=_compiled_instances(rung), note=note))
+    return infos[0] if method is not None else LadderInfo(op.name, infos, label)
 
 
-def _with(info: RungInfo, **changes) -> RungInfo:
-    from dataclasses import replace
-
-    return replace(info, **changes)
-
-
-def _rung_named(kernel: str, ladder: tuple[str, ...]) -> str | None:
-    """The rung a kernel name (without its family prefix) belongs to: the rung itself, or a
-    variant ``<rung>_<variant>`` of it (``vector_shifted`` is the vector rung's kernel for
-    unaligned 1- and 2-byte rows); the longest match wins (``naive_col`` over ``naive``)."""
-    if kernel in ladder:
-        return kernel
-    variants = [rung for rung in ladder if kernel.startswith(rung + "_")]
-    return max(variants, key=len) if variants else None
-
-
-def _rung_of(operation: str, launches: Sequence[LaunchInfo], ladder: tuple[str, ...]) -> str:
-    """The rung whose kernel a launch list starts with."""
-    prefix = Path(_source_file(operation)).stem + "_"
-    for launch in launches:
-        name = launch.instance.split("<", 1)[0]
-        if name.startswith(prefix):
-            rung = _rung_named(name[len(prefix):], ladder)
-            if rung:
-                return rung
-    raise LookupError(f"no launch of a {operation} rung was recorded")
+def _other_kernels_note(launches: Sequence[LaunchInfo]) -> str:
+    """What launches for an input when it is not the rung's own kernel."""
+    if not launches:
+        return "no kernel launches for this input"
+    what = ", ".join(dict.fromkeys(f"{launch.rung} ({launch.instance.split('<', 1)[0]} in "
+                                   f"kernels/{launch.source})" for launch in launches))
+    return f"for this input the wrapper launches {what}"

@@ -1,3 +1,16 @@
-"""One module per operation, named like its source in ``kernels/``: ``transpose``, ``matmul``,
-``reduce``. Each holds the operation's ladder (``RUNGS``), its kernel family (``KERNELS``) and the
-public wrapper, re-exported as ``gpukernels.transpose``, ``gpukernels.matmul``, ``gpukernels.sum``."""
+"""The operations, one package each: ``transpose``, ``matmul`` and ``reduce`` (sum, prod, min,
+max). Each holds its public wrapper (``__init__.py``), its ladder of rungs with their launch
+geometry (``rungs.py``) and what the tools need (``check.py``: inputs, NumPy reference, error
+bound, benchmark spec), and registers its operations in
+:data:`gpukernels._core.ladder.OPERATIONS` when imported. Their CUDA sources are in the
+repository's ``kernels/<name>/``.
+
+Importing this package imports every operation, in the order the tools list them.
+"""
+
+# The registry order: the tools list operations in the order they are imported here.
+# isort: off
+from . import transpose  # noqa: F401
+from . import matmul  # noqa: F401
+from . import reduce  # noqa: F401
+# isort: on

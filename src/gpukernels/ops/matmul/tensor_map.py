@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
+from typing import Any
 
 import numpy
 
-__all__ = ["TensorMapError", "tiled_map", "tma_compatible", "MAP_BYTES"]
+__all__ = ["TensorMapError", "tiled_map", "tma_compatible", "MAP_BYTES", "MapTemplate"]
 
 MAP_BYTES = 128
 _ALIGN = 64  # CUtensorMap's alignment
@@ -42,24 +44,27 @@ def _encode_function():
     encode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p,
                        u32p, u32p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     encode.restype = ctypes.c_int
-    return encode
+    replace = libcuda.cuTensorMapReplaceAddress
+    replace.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    replace.restype = ctypes.c_int
+    return encode, replace
 
 
-def tma_compatible(stack) -> bool:
+def tma_compatible(stack: Any) -> bool:
     """Whether TMA can read the (batch, rows, cols) array ``stack`` as it is.
 
     TMA needs a 16-byte aligned start, a unit column stride, and rows (and matrices, unless the
     batch stride is 0: one matrix broadcast) that follow each other at multiples of 16 bytes
     without overlapping.
     """
-    batch, rows, cols = stack.shape
+    _, rows, cols = stack.shape
     batch_stride, row_stride, col_stride = stack.strides
     return (stack.data.ptr % 16 == 0 and (col_stride == stack.itemsize or cols == 1)
             and row_stride % 16 == 0 and row_stride >= cols * stack.itemsize
             and (batch_stride == 0 or (batch_stride % 16 == 0 and batch_stride >= rows * row_stride)))
 
 
-def tiled_map(stack, box_cols: int, box_rows: int, batched: bool) -> numpy.void:
+def tiled_map(stack: Any, box_cols: int, box_rows: int, batched: bool) -> numpy.void:
     """The tensor map of a (batch, rows, cols) GPU array, copied in boxes of ``box_rows`` x
     ``box_cols`` elements with 128-byte swizzling (``box_cols * itemsize`` must be 128).
 
@@ -89,7 +94,7 @@ def tiled_map(stack, box_cols: int, box_rows: int, batched: bool) -> numpy.void:
     batch_stride = stack.strides[0] if batched else row_stride * rows
     storage = numpy.zeros(MAP_BYTES + _ALIGN, numpy.uint8)
     offset = -storage.ctypes.data % _ALIGN
-    result = _encode_function()(
+    result = _encode_function()[0](
         ctypes.c_void_p(storage.ctypes.data + offset), _DATA_TYPES[stack.dtype], 3,
         ctypes.c_void_p(stack.data.ptr),
         (ctypes.c_uint64 * 3)(cols, rows, batch if batched else 1),
@@ -101,3 +106,34 @@ def tiled_map(stack, box_cols: int, box_rows: int, batched: bool) -> numpy.void:
         raise TensorMapError(f"cuTensorMapEncodeTiled returned CUresult {result} for shape "
                              f"{stack.shape}, strides {stack.strides}, box {box_rows}x{box_cols}")
     return numpy.frombuffer(storage[offset:offset + MAP_BYTES].tobytes(), dtype="V128")[0]
+
+
+class MapTemplate:
+    """The tensor map of one layout (shape, strides, dtype, box), re-aimed at each call's data.
+
+    Encoding a map through ctypes takes about 10 us; ``cuTensorMapReplaceAddress`` changes only
+    its address. The last map is kept, so calls on the same arrays reuse it as it is.
+    """
+
+    def __init__(self, stack: Any, box_cols: int, box_rows: int, batched: bool) -> None:
+        self._last = (stack.data.ptr, tiled_map(stack, box_cols, box_rows, batched))
+        self._storage = numpy.zeros(MAP_BYTES + _ALIGN, numpy.uint8)
+        self._offset = -self._storage.ctypes.data % _ALIGN
+        self._lock = threading.Lock()
+
+    def at(self, address: int) -> numpy.void:
+        """The map with its data at ``address`` (16-byte aligned, the same layout)."""
+        last_address, last_map = self._last  # one read: a pair another thread cannot split
+        if address == last_address:
+            return last_map
+        with self._lock:
+            view = self._storage[self._offset:self._offset + MAP_BYTES]
+            view[...] = numpy.frombuffer(last_map.tobytes(), numpy.uint8)
+            result = _encode_function()[1](ctypes.c_void_p(self._storage.ctypes.data +
+                                                           self._offset),
+                                           ctypes.c_void_p(address))
+            if result != 0:
+                raise TensorMapError(f"cuTensorMapReplaceAddress returned CUresult {result}")
+            aimed = numpy.frombuffer(view.tobytes(), dtype="V128")[0]
+            self._last = (address, aimed)
+        return aimed

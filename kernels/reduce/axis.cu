@@ -1,4 +1,4 @@
-// reduce_axis.cu - reductions over some axes of an array, keeping the others.
+// axis.cu - reductions over some axes of an array, keeping the others.
 //
 // The host brings every axis reduction to a view of shape (B, K, R), strides in elements:
 //
@@ -35,7 +35,7 @@
 //                      SM (columns of 256 then get P = 2), else with 256.
 //   reduce_cols_folded reduce_cols with the splits of each column folded in the same launch
 //                      (two more arguments: partials and tickets).
-#include "reduce_common.cuh"
+#include "common.cuh"
 
 __device__ __forceinline__ i64 gk_smaller(i64 a, i64 b) { return a < b ? a : b; }
 

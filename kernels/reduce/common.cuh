@@ -1,7 +1,7 @@
-// reduce_common.cuh - the operators and block-level building blocks shared by the full
-// reductions (reduce.cu) and the axis reductions (reduce_axis.cu).
+// reduce/common.cuh - the operators and block-level building blocks shared by the full
+// reductions (reduce.cu) and the axis reductions (axis.cu).
 #pragma once
-#include "common.cuh"
+#include "../common.cuh"
 
 // Largest and smallest values of each accumulator type: the identities of min and max.
 template <typename T> struct gk_limits;

@@ -1,24 +1,28 @@
-// matmul_wgmma.cu - the Hopper rung of matmul (rung 8, wgmma; sm_90a only). It is its own kernel
-// family because it is compiled with -arch=sm_90a, which runs on compute capability 9.0 and
-// nothing else; the host launches it there only. It shares gk_mma_store2 with rung 7.
+// wgmma.cu - rung 8 of the matmul ladder: Hopper's warpgroup MMAs (sm_90a only). It is its own
+// source because it is compiled with -arch=sm_90a, which runs on compute capability 9.0 and
+// nothing else; the rung runs there only. It shares the epilogue store with rung 7 (store.cuh).
+//
+//   matmul_wgmma<T, THREADS, BM, BN, STAGES, SHARED_BYTES>(a_map, b_map, C, M, N, K, tiles_m,
+//                                                         tiles_n, a_batched, b_batched)
 //
 // Operands (the host builds one CUtensorMap per operand, 3-D: columns, rows, matrices):
-//   A: (batch, M, K), K contiguous (K-major), box 128 rows x 128 bytes.
+//   A: (batch, M, K), K contiguous (K-major), box BM rows x 128 bytes.
 //   B: T = gk_half: (batch, K, N), N contiguous (MN-major: wgmma reads it transposed), boxes of
 //      64 rows x 64 columns, BN / 64 of them per stage;
 //      T = float (TF32): (batch, N, K), K contiguous (K-major; TF32 has no transposed form, so the
-//      host passes B transposed), box 256 rows x 128 bytes.
+//      host passes B transposed), box BN rows x 128 bytes.
 //   C: (batch, M, N) C-contiguous T; float32 sums, rounded once when T is float16.
-// Launch contract:
-//   threads per block      : 384 (3 warpgroups)                      GK_WG_THREADS
-//   block tile of C        : 128 x 256                                GK_WG_BM, GK_WG_BN
+// Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
+// layout below by static_assert):
+//   threads per block      : THREADS = 384 (3 warpgroups)             GK_WG_THREADS
+//   block tile of C        : BM x BN = 128 x 256                      GK_WG_BM, GK_WG_BN
 //   grid                   : (tiles_m * tiles_n, batch, 1); blockIdx.x is a tile in groups of
 //                            GK_WG_GROUP row tiles (neighbouring blocks share panels of A and B in L2)
-//   dynamic shared memory  : GK_WG_SMEM_BYTES (STAGES x 48 KiB + 1 KiB for alignment)
+//   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 1024 (for alignment)
 //   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
 //   M, N, K                : below 2^31 (the host checks); K > 0 (K = 0 needs no kernel).
-#include "common.cuh"
-#include "matmul_tensor.cuh"
+#include "../common.cuh"
+#include "store.cuh"
 
 // The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by value as a
 // __grid_constant__ parameter so that TMA can read it from parameter space.
@@ -35,7 +39,7 @@ constexpr int GK_WG_B_BYTES = GK_WG_BN * GK_WG_ROW_BYTES;     // 32 KiB
 constexpr int GK_WG_STAGE_BYTES = GK_WG_A_BYTES + GK_WG_B_BYTES;
 constexpr int GK_WG_STAGES = 4;
 constexpr int GK_WG_SMEM_BYTES = GK_WG_STAGES * GK_WG_STAGE_BYTES + 1024;
-static_assert(GK_WG_SMEM_BYTES == 197632, "the host passes 4 x 48 KiB + 1 KiB (matmul.py)");
+static_assert(GK_WG_SMEM_BYTES == 197632, "4 stages of 48 KiB, and 1 KiB to align them");
 constexpr int GK_WG_GROUP = 8;
 
 // --- inline PTX (sm_90a) -------------------------------------------------------------------------
@@ -154,11 +158,14 @@ __device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_des
 //    panels of A and B in L2.
 // Accumulation order is fixed (increasing k, no split-K, no atomics): results are bitwise
 // reproducible on one GPU model.
-template <typename T>
-__global__ void __launch_bounds__(GK_WG_THREADS, 1)
+template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
+__global__ void __launch_bounds__(THREADS, 1)
     matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,
                  const __grid_constant__ gk_tensor_map b_map, T* __restrict__ C, int M, int N,
                  int K, int tiles_m, int tiles_n, int a_batched, int b_batched) {
+    static_assert(THREADS == GK_WG_THREADS && BM == GK_WG_BM && BN == GK_WG_BN &&
+                      STAGES == GK_WG_STAGES && SHARED_BYTES == GK_WG_SMEM_BYTES,
+                  "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool B_MN_MAJOR = sizeof(T) == 2;
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 float16 or 32 TF32 per stage

@@ -1,238 +1,18 @@
-// transpose.cu - out[b, j, i] = in[b, i, j] for a stack of `batch` matrices of rows x cols.
+// words.cu - rungs 5 and 6 of the transpose ladder: 1- and 2-byte elements whose rows are not whole
+// 4-byte words, moved in aligned words all the same. Same signature, grid mapping and carrier
+// types as the rungs in transpose.cu:
 //
-// Every rung has the same signature so one registry dispatches them by name:
+//   transpose_words<T, Index, THREADS, TR, TC, LOAD_GROUPS, MIN_BLOCKS>(in, out, rows, cols,
+//       in_batch_stride, in_row_stride, in_col_stride)
+//   transpose_words_async<T, Index, THREADS, TR, TC, SHARED_BYTES>(...the same...)
 //
-//   transpose_<rung><T, Index>(in, out, rows, cols, in_batch_stride, in_row_stride, in_col_stride)
-//
-// `in` may be any strided view (strides in elements, possibly negative); `out` is C-contiguous,
-// shape (gridDim.z, cols, rows). T is a carrier type of the element's size: a transpose moves bits,
-// so bool/int8/uint8 share `unsigned char`, float32/int32 share `unsigned int`, and so on.
-// Index is the integer type of all index arithmetic: `int` when the host has checked that every
-// offset fits in 31 bits, `long long` otherwise. These kernels move one to four elements per
-// thread, so the few instructions a 64-bit multiply costs over a 32-bit one are a visible share
-// of the time.
-//
-// Grid mapping shared by all rungs: blockIdx.x walks column tiles (gridDim.x may reach 2^31 - 1),
-// blockIdx.z picks the matrix, and blockIdx.y walks row tiles with a grid-stride loop, because
-// gridDim.y stops at 65535 and a (10**8, 1) array has 3 million row tiles. The loop steps by
-// gridDim, so no thread divides. gridDim.z stops at 65535 too: the host splits larger stacks into
-// several launches.
-#include "common.cuh"
+// TR x TC is the tile of input rows x columns (256 x 128 bytes), THREADS the block, SHARED_BYTES
+// the dynamic shared memory the host passes: all set in one place on the host
+// (ops/transpose/rungs.py) and checked here by static_assert.
+#include "../common.cuh"
 
 // ---------------------------------------------------------------------------------------------
-// Rung 1 - naive: one thread per element, reads along rows, writes along columns.
-// Neighbouring threads (threadIdx.x) read neighbouring input elements, so reads coalesce; their
-// writes land `rows` elements apart. How much that costs depends on the block's shape: a 16 x 16
-// block puts 16 columns of 2 rows in a warp, and its store touches 16 sectors to write 2
-// elements in each (0.30 of a copy for float32 on an H100). The host launches narrow blocks,
-// 4 x 64 threads: a warp covers 4 columns of 8 rows, so its store writes 8 consecutive
-// elements into each of 4 output rows, a whole 32-byte sector for 4-byte types (0.61 of a copy).
-// ---------------------------------------------------------------------------------------------
-template <typename T, typename Index>
-__global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, Index rows,
-                                Index cols, Index in_batch_stride, Index in_row_stride,
-                                Index in_col_stride) {
-    const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;
-    if (col >= cols) return;
-    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
-    for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
-         row += (Index)gridDim.y * blockDim.y) {
-        out[col * rows + row] = in[row * in_row_stride + col * in_col_stride];
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Rung 2 - naive_col: reads along columns, writes along rows (the two indices of rung 1 swapped).
-// Now the stores coalesce and the loads are strided. Loads tolerate scattering better than
-// stores: the other bytes of a loaded sector stay in L1/L2 for the neighbouring columns, whereas
-// a partial store costs a read-modify-write of its sector, so this is the faster naive kernel.
-// The host's blocks are 8 x 32 threads for 4- to 16-byte types (16 x 16 for 1 and 2 bytes):
-// a warp stores 8 consecutive elements into each of 4 output rows and reads 8 input rows.
-// ---------------------------------------------------------------------------------------------
-template <typename T, typename Index>
-__global__ void transpose_naive_col(const T* __restrict__ in, T* __restrict__ out, Index rows,
-                                    Index cols, Index in_batch_stride, Index in_row_stride,
-                                    Index in_col_stride) {
-    const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;  // x walks output columns
-    if (row >= rows) return;
-    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
-    for (Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y; col < cols;
-         col += (Index)gridDim.y * blockDim.y) {
-        out[col * rows + row] = in[row * in_row_stride + col * in_col_stride];
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Rung 3 - shared: a TILE x TILE tile staged through shared memory.
-// The block reads a tile along rows (coalesced), and after a barrier writes the transposed tile
-// along rows of the output (coalesced too): the transposition happens inside shared memory.
-// Reading the tile column-wise would put a warp's 32 accesses in one bank (a row is 32 words);
-// one padding column shifts each row by a bank so the column read is conflict-free.
-// The block has TILE x ROWS threads and each thread moves TILE / ROWS elements (rows y, y + ROWS,
-// ...): with one element per thread, a 32 x 32 block has a single load per thread in flight
-// before its barrier, and on an H200 that capped the kernel near 1650 GB/s, 40% of a copy.
-// Launch with blockDim = (TILE, ROWS).
-// ---------------------------------------------------------------------------------------------
-template <typename T, typename Index, int TILE, int ROWS>
-__global__ void __launch_bounds__(TILE * ROWS)
-transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
-                 Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
-    static_assert(TILE % ROWS == 0, "each thread moves TILE / ROWS elements");
-    __shared__ T tile[TILE][TILE + 1];
-    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
-    const Index col0 = (Index)blockIdx.x * TILE;
-    const Index in_col = col0 + threadIdx.x;
-    for (Index row0 = (Index)blockIdx.y * TILE; row0 < rows; row0 += (Index)gridDim.y * TILE) {
-        // Load: thread (x, y) reads in[row0 + y + j, col0 + x] for j = 0, ROWS, 2 ROWS, ...
-#pragma unroll
-        for (int j = 0; j < TILE; j += ROWS) {
-            const Index in_row = row0 + threadIdx.y + j;
-            if (in_row < rows && in_col < cols) {
-                tile[threadIdx.y + j][threadIdx.x] =
-                    in[in_row * in_row_stride + in_col * in_col_stride];
-            }
-        }
-        __syncthreads();
-        // Store: thread (x, y) writes out[col0 + y + j, row0 + x] = in[row0 + x, col0 + y + j].
-        const Index out_col = row0 + threadIdx.x;
-#pragma unroll
-        for (int j = 0; j < TILE; j += ROWS) {
-            const Index out_row = col0 + threadIdx.y + j;
-            if (out_row < cols && out_col < rows) {
-                out[out_row * rows + out_col] = tile[threadIdx.x][threadIdx.y + j];
-            }
-        }
-        if (row0 + (Index)gridDim.y * TILE < rows) __syncthreads();  // before the next refill
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Rung 4 - vector: V x V blocks of elements transposed in registers, so that every global access
-// moves a 16-byte word (or a 4-byte one where rows are not 16-byte multiples), and output rows
-// written in whole 32-byte sectors even when their starts are not aligned.
-// `shared` moves 4-byte elements at best, 1 byte for int8: a warp's request then carries 32 to
-// 128 bytes and the load/store units, not DRAM, set the pace (0.29 of a copy for int8, 0.74 for
-// float32 on the H100). Here each thread loads V words from V consecutive rows (a V x V block of
-// elements), swaps the block's rows and columns in registers, and stores the V resulting words to
-// V planes of the shared tile at the block's transposed position; after the barrier each thread
-// reads words back along a plane and writes them along output rows. Every access of global
-// memory is a word of V * sizeof(T) bytes, and a warp's request covers whole 128-byte lines.
-// The tile is TILE x TILE blocks, each plane padded so the column-wise stores hit distinct banks.
-//
-// SKEW (for outputs whose row pitch is not a multiple of 32 bytes, such as 8191 x 8193 float32):
-// a store that covers part of a 32-byte sector makes the memory system read the sector back and
-// merge it, which cost a third of the speed on odd shapes. With SKEW, the segment of output row r
-// that a tile writes starts at the first sector boundary of the row, shifted by that row's
-// misalignment f_r (0 <= f_r < E words, E = words per sector): the tile stages E - 1 extra block
-// rows of the input so every row finds its shifted segment in shared memory, and one extra tile
-// row at the end covers what the shift pushed past it. Each element is still written once.
-//
-// TALL: a tile covers TALL * TILE block rows of the input by TILE block columns. The E - 1 extra
-// rows are then staged once per TALL * TILE rows instead of once per TILE. On an H100,
-// 8191 x 8193 float32 went from 0.82 of a copy (32 x 32 tiles, 7 extra rows per 32) to 0.91
-// (TALL = 8, 32 x 32 threads); int8, 31 extra rows per 32, from 0.34 to 0.46
-// (benchmarks/NOTES.md, item 25).
-//
-// Requirements, checked by the host: rows and cols are multiples of V; for V > 1 the input's rows
-// are contiguous (in_col_stride == 1) and every word it reads is aligned to V * sizeof(T) bytes.
-// With V = 1 any strides work. Launch with blockDim = (TILE, ROWS).
-// ---------------------------------------------------------------------------------------------
-// The word a thread moves: V elements as one vector word, or the element itself for V = 1
-// (complex128 arrays are only 8-byte aligned, so a lone 16-byte element is not a uint4).
-template <typename T, int V>
-struct gk_block_word { typedef typename gk_word<sizeof(T) * V>::type type; };
-template <typename T>
-struct gk_block_word<T, 1> { typedef T type; };
-
-// V elements of type T viewed as one word: registers, so the swaps below are free renames (for
-// 4- and 8-byte elements) or byte permutes (for 1- and 2-byte ones).
-template <typename T, int V>
-union gk_block_row {
-    typename gk_block_word<T, V>::type word;
-    T elem[V];
-};
-
-template <typename T, typename Index, int V, int TILE, int ROWS, bool SKEW, int TALL>
-__global__ void __launch_bounds__(TILE * ROWS)
-transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
-                 Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
-    typedef typename gk_block_word<T, V>::type Word;
-    typedef gk_block_row<T, V> BlockRow;
-    constexpr int WORD_BYTES = sizeof(T) * V;
-    constexpr int SECTOR_WORDS = WORD_BYTES >= 32 ? 1 : 32 / WORD_BYTES;  // E
-    constexpr int TILE_ROWS = TALL * TILE;  // block rows of the input a tile covers
-    constexpr int STAGED = SKEW ? TILE_ROWS + SECTOR_WORDS - 1 : TILE_ROWS;  // block rows held
-    constexpr int PITCH = STAGED | 1;  // odd, so lanes storing a column hit distinct banks
-    __shared__ Word tile[V][TILE][PITCH];
-
-    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
-    const Index block_rows = rows / V, block_cols = cols / V;
-    const Index col0 = (Index)blockIdx.x * TILE;  // first block column of the tile
-    const Index in_col = col0 + threadIdx.x;
-    const Index row_tiles = (block_rows + TILE_ROWS - 1) / TILE_ROWS + (SKEW ? 1 : 0);
-    for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
-        const Index row0 = (tile_row - (SKEW ? 1 : 0)) * TILE_ROWS;  // first staged block row, may be < 0
-        const bool interior = row0 >= 0 && row0 + STAGED <= block_rows && col0 + TILE <= block_cols;
-        // Load: thread (x, y) reads blocks (row0 + j, col0 + x) for j = y, y + ROWS, ...
-#pragma unroll
-        for (int j0 = 0; j0 < STAGED; j0 += ROWS) {
-            const int j = j0 + threadIdx.y;
-            const Index in_row = row0 + j;
-            if ((STAGED % ROWS == 0 || j < STAGED) &&
-                (interior || (in_row >= 0 && in_row < block_rows && in_col < block_cols))) {
-                BlockRow block[V];
-#pragma unroll
-                for (int i = 0; i < V; ++i) {
-                    // For V > 1 the host has checked that in_col_stride == 1.
-                    const T* src = in + (in_row * V + i) * in_row_stride +
-                                   (V == 1 ? in_col * in_col_stride : in_col * V);
-                    block[i].word = *reinterpret_cast<const Word*>(src);
-                }
-#pragma unroll
-                for (int p = 0; p < V; ++p) {  // column p of the block: row p of its transpose
-                    BlockRow column;
-#pragma unroll
-                    for (int i = 0; i < V; ++i) column.elem[i] = block[i].elem[p];
-                    tile[p][threadIdx.x][j] = column.word;
-                }
-            }
-        }
-        __syncthreads();
-        // Store: output block row c = col0 + y + j, plane p is output row c * V + p. Its words
-        // [row0 + f, row0 + f + TILE_ROWS) come from staged block rows [f, f + TILE_ROWS).
-#pragma unroll
-        for (int j = 0; j < TILE; j += ROWS) {
-            const int c_local = threadIdx.y + j;
-            const Index c = col0 + c_local;
-#pragma unroll
-            for (int p = 0; p < V; ++p) {
-                T* out_row = out + (c * V + p) * rows;
-                int f = 0;
-                if (SKEW) {  // words from this row's start to its first sector boundary
-                    const unsigned long long word_address =
-                        reinterpret_cast<unsigned long long>(out_row) / WORD_BYTES;
-                    f = (int)((0ull - word_address) & (SECTOR_WORDS - 1));
-                }
-#pragma unroll
-                for (int t = 0; t < TALL; ++t) {
-                    const int staged = f + threadIdx.x + t * TILE;
-                    const Index out_col = row0 + staged;  // a block row of the input
-                    if (interior || (c < block_cols && out_col >= 0 && out_col < block_rows)) {
-                        *reinterpret_cast<Word*>(out_row + out_col * V) = tile[p][c_local][staged];
-                    }
-                }
-            }
-        }
-        if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Rung 4, shifted words - the vector rung's kernel for 1- and 2-byte elements when rows are not
+// Rung 5 - words: 4-byte words with per-row shifts, for 1- and 2-byte elements whose rows are not
 // whole words (8191 x 8193 int8: each input row and each output row starts at its own offset
 // within a 4-byte word). transpose_vector then falls back to V = 1, one element per access,
 // which caps these at 0.45 (int8) and 0.72 (float16) of a copy on an H100: the load/store
@@ -341,7 +121,7 @@ __device__ __forceinline__ void gk_block_transpose(const unsigned (&rows)[W],
 #define GK_MAX_BLOCKS_OF_256 8
 #endif
 
-// The tiles of transpose_vector_shifted and transpose_vector_staged: 128 bytes of input columns
+// The tiles of transpose_words and transpose_words_async: 128 bytes of input columns
 // by 256 bytes of output rows, with SECTOR (32) bytes of extra rows, in words of W elements.
 template <typename T>
 struct GkWordTile {
@@ -355,15 +135,17 @@ struct GkWordTile {
     };
 };
 
-template <typename T, typename Index, int LOAD_GROUPS, int MIN_BLOCKS>
-__global__ void __launch_bounds__(256, MIN_BLOCKS < GK_MAX_BLOCKS_OF_256 ? MIN_BLOCKS
-                                                                         : GK_MAX_BLOCKS_OF_256)
-transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
-                         Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+template <typename T, typename Index, int THREADS, int TR, int TC, int LOAD_GROUPS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS < GK_MAX_BLOCKS_OF_256 ? MIN_BLOCKS
+                                                                             : GK_MAX_BLOCKS_OF_256)
+transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+                Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
     using Tile = GkWordTile<T>;
-    constexpr int E = Tile::E, W = Tile::W, TC = Tile::TC, TR = Tile::TR, WORDS = Tile::WORDS;
+    static_assert(TR == Tile::TR && TC == Tile::TC, "tiles of 256 x 128 bytes (rows x columns)");
+    static_assert(THREADS == 256, "8 warps; MIN_BLOCKS counts blocks of 256 threads");
+    constexpr int E = Tile::E, W = Tile::W, WORDS = Tile::WORDS;
     constexpr int PITCH = WORDS | 1;         // odd: see the bank note above
-    constexpr int WARPS = 8;
+    constexpr int WARPS = THREADS / 32;
     constexpr bool EVEN = WORDS % (WARPS * LOAD_GROUPS) == 0;  // every batch of groups is whole
     __shared__ unsigned tile[TC * PITCH];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -477,12 +259,13 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rung 4, staged chunks - the shifted-word kernel's replacement for 1-byte elements: the same
-// tiles and column-major shared tile, but the input rows reach shared memory by asynchronous copies
-// (cp.async, sm_80 and newer) of the aligned 16-byte chunks that cover them, and 16 warps, not
-// 8, transpose and store them. transpose_vector_shifted waits on its own row loads with 4
-// blocks of 8 warps per SM and spends about 40 instructions per input word; here a thread
-// issues a copy per 16 bytes and goes on, and the byte shifts happen in shared memory.
+// Rung 6 - words_async: rung 5 with the rows copied to shared memory asynchronously, for 1-byte
+// elements on sm_80 and newer. The same tiles and column-major shared tile, but the input rows
+// reach shared memory by asynchronous copies (cp.async) of the aligned 16-byte chunks that
+// cover them, and 16 warps, not 8, transpose and store them. transpose_words waits on its own
+// row loads with 4 blocks of 8 warps per SM and spends about 40 instructions per input word;
+// here a thread issues a copy per 16 bytes and goes on, and the byte shifts happen in shared
+// memory.
 //  * Stage: row r of the tile (input row r0 + r, bytes [c0, c0 + 128)) starts s_r = its address
 //    mod 16 bytes into a 16-byte chunk; its 9 chunks from that one go to raw row r (36 words).
 //    Thread t copies chunk t % 9 of rows t / 9, t / 9 + 56, ... Rows outside the matrix are
@@ -498,19 +281,19 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 //    neighbouring column tiles copy soon after (8191 x 8193: +3.5%; benchmarks/NOTES.md, item 35).
 //  * Transform: lane i of a warp reads words s_r / 4 + i and + i + 1 of raw row r and
 //    funnel-shifts them by s_r mod 4 bytes: bytes [4 i, 4 i + 4) of the row's stretch, the
-//    word that transpose_vector_shifted assembles from global loads and a shuffle. 4 rows
+//    word that transpose_words assembles from global loads and a shuffle. 4 rows
 //    make a 4 x 4 block, transposed and stored to the column-major tile as there. The tile is
 //    kept in two halves (below): the first part's rows (tile words 0 to 39 of each column)
 //    go to `low`, the second part's (words 40 to 71) to `high`, and words 32 to 39 are then
 //    copied from `low` to `high`.
-//  * Store: as in transpose_vector_shifted, with the word after a lane's read from shared
+//  * Store: as in transpose_words, with the word after a lane's read from shared
 //    memory instead of a shuffle, and (in tiles wholly inside the matrix) two output rows in
 //    flight per warp.
 //  * Row tiles: tile t stages rows [256 t, 256 t + 288), and no tile starts before row 0 (as
-//    transpose_vector_shifted's first does, for the f elements before each output row's first
+//    transpose_words's first does, for the f elements before each output row's first
 //    segment): the first tile also stores those f elements, and the last tile, which reaches
 //    the last row, the ones after its segments. That is ceil((rows - 32) / 256) tiles where
-//    transpose_vector_shifted has ceil(rows / 256) + 1, often nearly empty (8193 x 8192: 32
+//    transpose_words has ceil(rows / 256) + 1, often nearly empty (8193 x 8192: 32
 //    against 34). The two edge tiles of a column run first, so that the grid does not end on
 //    them (8193 x 8192: +4%, 8191 x 8193: +1.5%; item 35).
 // Shared memory: 288 raw rows of 144 bytes (41472 bytes), then `low`, 128 columns of 41 words
@@ -522,15 +305,15 @@ transpose_vector_shifted(const T* __restrict__ in, T* __restrict__ out, Index ro
 // from `low`, the second from `high`. A block does one tile: a block that loops over tiles and
 // copies the next one while storing this one ran slower (3% to 18% at 8191 x 8193, item 35,
 // with two blocks per SM for the two raw buffers). The copies need sm_80 (compiled for sm_75
-// they trap); the host launches transpose_vector_shifted there.
+// they trap): the rung needs compute capability 8.0, and `auto` takes rung 5 below that.
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with 512
-// threads, STAGED_SHARED_BYTES of dynamic shared memory, grid (ceil(cols / 128),
+// threads, SHARED_BYTES of dynamic shared memory, grid (ceil(cols / 128),
 // max(1, ceil((rows - 32) / 256)) (grid-stride), batch).
 // Measured on an H100 through `bench transpose` (ratio to a device copy; benchmarks/NOTES.md,
 // items 32, 33 and 35): 8191 x 8193 0.92, 8193 x 8192 0.88, 4095 x 4097 0.80, 16385 x 16383
-// 0.88; transpose_vector_shifted had 0.83, 0.83, 0.58 and 0.85 before item 35. For 2-byte
+// 0.88; transpose_words had 0.83, 0.83, 0.58 and 0.85 before item 35. For 2-byte
 // elements it was slower (0.88 against 0.90 in raw launches, before item 35), so
-// transpose_vector_shifted stays their kernel.
+// transpose_words stays their kernel (the rung takes 1-byte elements only).
 // ---------------------------------------------------------------------------------------------
 // The first `bytes` (0 to 15) bytes at `src`, zero-extended to 16, stored to `dst` at once: a
 // chunk that a 16-byte read would take past the row's end, and perhaps past the array's.
@@ -544,22 +327,24 @@ __device__ __forceinline__ void gk_copy_chunk_part(void* dst, const unsigned cha
 }
 
 // Registers for three blocks per SM (40 each: no spills). sm_75 runs at most 1024 threads per
-// SM, and the host launches transpose_vector_shifted there anyway.
+// SM, and the rung does not run there (`auto` takes transpose_words).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define GK_STAGED_MIN_BLOCKS 1
+#define GK_WORDS_ASYNC_MIN_BLOCKS 1
 #else
-#define GK_STAGED_MIN_BLOCKS 3
+#define GK_WORDS_ASYNC_MIN_BLOCKS 3
 #endif
-template <typename T, typename Index>
-__global__ void __launch_bounds__(512, GK_STAGED_MIN_BLOCKS)
-transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
-                        Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+template <typename T, typename Index, int THREADS, int TR, int TC, int SHARED_BYTES>
+__global__ void __launch_bounds__(THREADS, GK_WORDS_ASYNC_MIN_BLOCKS)
+transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+                      Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
     using Tile = GkWordTile<T>;
-    constexpr int E = Tile::E, W = Tile::W, TC = Tile::TC, TR = Tile::TR, WORDS = Tile::WORDS;
+    static_assert(TR == Tile::TR && TC == Tile::TC, "tiles of 256 x 128 bytes (rows x columns)");
+    static_assert(THREADS == 512, "16 warps; GK_WORDS_ASYNC_MIN_BLOCKS is set for 512 threads");
+    constexpr int E = Tile::E, W = Tile::W, WORDS = Tile::WORDS;
     constexpr int STAGED = WORDS * W;        // staged input rows
     constexpr int CHUNKS = 9;                // 16-byte chunks per raw row: 128 bytes + s_r
     constexpr int RAW_PITCH = 4 * CHUNKS;    // words
-    constexpr int THREADS = 512, WARPS = THREADS / 32;
+    constexpr int WARPS = THREADS / 32;
     constexpr int ROW_STEP = THREADS / CHUNKS;  // rows between a thread's copies
     constexpr int PARTS = 2;                    // groups of copies, waited for one by one
     constexpr int FIRST_WORDS = 40;             // tile words (groups of W rows) of the first part
@@ -570,8 +355,10 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
     static_assert(TC % (2 * WARPS) == 0, "whole batches of rows and columns");
     static_assert(HIGH_FIRST + HALF_WORDS == WORDS && FIRST_WORDS == HALF_WORDS, "halves");
     static_assert(TC * HALF_PITCH <= FIRST_WORDS * W * RAW_PITCH, "high fits in part 1's rows");
-    extern __shared__ uint4 gk_staged_shared[];
-    unsigned* const raw = reinterpret_cast<unsigned*>(gk_staged_shared);
+    static_assert(SHARED_BYTES == 4 * (STAGED * RAW_PITCH + TC * HALF_PITCH),
+                  "the host's dynamic shared memory: raw rows, then `low`");
+    extern __shared__ uint4 gk_words_async_shared[];
+    unsigned* const raw = reinterpret_cast<unsigned*>(gk_words_async_shared);
     unsigned* const low = raw + STAGED * RAW_PITCH;
     unsigned* const high = raw;  // over the first part's raw rows, once they are transformed
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -747,28 +534,3 @@ transpose_vector_staged(const T* __restrict__ in, T* __restrict__ out, Index row
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reference copies for the benchmark (not rungs): the row and column copies of the bandwidth
-// study, launched in its 16 x 16 blocks. copy_row reads and writes along rows, copy_col along
-// columns. They show what one element per thread costs in either order; the naive rungs, whose
-// narrower blocks fill whole sectors, run faster than both. Contiguous rows x cols matrices only.
-// ---------------------------------------------------------------------------------------------
-template <typename T, typename Index>
-__global__ void copy_row(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols) {
-    const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;
-    if (col >= cols) return;
-    for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
-         row += (Index)gridDim.y * blockDim.y) {
-        out[row * cols + col] = in[row * cols + col];
-    }
-}
-
-template <typename T, typename Index>
-__global__ void copy_col(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols) {
-    const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;
-    if (row >= rows) return;
-    for (Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y; col < cols;
-         col += (Index)gridDim.y * blockDim.y) {
-        out[row * cols + col] = in[row * cols + col];
-    }
-}

@@ -1,19 +1,24 @@
-// matmul_tensor.cuh - the tensor-core rung of matmul (mma, sm_80 and newer). matmul.cu includes
-// it after common.cuh; it includes nothing itself: the loader inlines headers as text, so a second
-// copy of common.cuh would define its structs twice.
+// mma.cu - rung 7 of the matmul ladder: the tensor cores through warp-wide mma.sync (sm_80 and
+// newer). Same signature and grid mapping as the rungs in simt.cu, with the launch geometry as
+// template arguments:
 //
-// Launch contract (the host mirrors these numbers; they are the same for T = gk_half and float):
-//   threads per block      : 256, blockDim = (256, 1, 1)           GK_MMA_THREADS
-//   block tile of C        : BM x BN = 128 x 128                   GK_MMA_BM, GK_MMA_BN
+//   matmul_mma<T, Index, ALIGNED, THREADS, BM, BN, STAGES, SHARED_BYTES>(A, B, C, M, N, K, batch,
+//       a_batch_stride, a_row_stride, a_col_stride, b_batch_stride, b_row_stride, b_col_stride)
+//
+// T is gk_half (float16 products) or float (TF32 products); both accumulate in float32.
+// Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
+// layout below by static_assert; the same for T = gk_half and float):
+//   threads per block      : THREADS = 256, blockDim = (256, 1, 1)       GK_MMA_THREADS
+//   block tile of C        : BM x BN = 128 x 128                         GK_MMA_BM, GK_MMA_BN
 //   grid                   : (ceil(N / 128), ceil(M / 128), batch)
-//   dynamic shared memory  : 65536 bytes for gk_half, 65536 bytes for float   GK_MMA_SMEM_BYTES
-//                            (4 stages x (8 KiB of A + 8 KiB of B)). It is over the 48 KiB
-//                            default, so the host sets max_dynamic_shared_size_bytes = 65536
-//                            on the function before launching with shared_mem = 65536.
+//   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 64 = 65536 bytes
+//                            (4 stages x (8 KiB of A + 8 KiB of B)), over the 48 KiB default:
+//                            the host raises the function's limit before launching.
 //   K per stage            : 32 for gk_half, 16 for float (64 bytes of a row of A either way).
 // The kernel runs only on sm_80 and newer (cp.async, ldmatrix, m16n8k16 / tf32 mma); compiled for
-// an older GPU its body is a trap, and the host must not launch it there.
-#pragma once
+// an older GPU its body is a trap, and the host does not launch it there.
+#include "../common.cuh"
+#include "store.cuh"
 
 constexpr int GK_MMA_THREADS = 256;  // 8 warps: 2 along M x 4 along N
 constexpr int GK_MMA_BM = 128;       // rows of C per block
@@ -24,7 +29,7 @@ constexpr int GK_MMA_A_BYTES = GK_MMA_BM * GK_MMA_ROW_BYTES;       // 8192: BM x
 constexpr int GK_MMA_B_BYTES = GK_MMA_ROW_BYTES * GK_MMA_BN;       // 8192: BK x BN
 constexpr int GK_MMA_STAGE_BYTES = GK_MMA_A_BYTES + GK_MMA_B_BYTES;
 constexpr int GK_MMA_SMEM_BYTES = GK_MMA_STAGES * GK_MMA_STAGE_BYTES;  // 65536
-static_assert(GK_MMA_SMEM_BYTES == 65536, "the launch contract above says 65536 bytes");
+static_assert(GK_MMA_SMEM_BYTES == 65536, "4 stages of 8 KiB of A and 8 KiB of B");
 
 // --- shared-memory layout ----------------------------------------------------------------------
 // A stage holds A[m0:m0+128, k0:k0+BK] (row-major, 64-byte rows) and then B[k0:k0+BK, n0:n0+128]
@@ -238,32 +243,6 @@ struct GkMmaWarp<float> {
     }
 };
 
-// Two adjacent results of row-major C: (p[0], p[1]) = (v0, v1), as far as they lie inside the
-// row. `pair` says the two may be written as one aligned 4- or 8-byte store.
-struct __align__(8) gk_mma_float2 {
-    float x, y;
-};
-__device__ __forceinline__ void gk_mma_store2(float* p, float v0, float v1, bool in0, bool in1,
-                                              bool pair) {
-    if (pair && in1) {
-        *reinterpret_cast<gk_mma_float2*>(p) = gk_mma_float2{v0, v1};
-    } else {
-        if (in0) p[0] = v0;
-        if (in1) p[1] = v1;
-    }
-}
-__device__ __forceinline__ void gk_mma_store2(gk_half* p, float v0, float v1, bool in0, bool in1,
-                                              bool pair) {
-    if (pair && in1) {
-        unsigned h2;  // v0 in the low half: the lower address
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(h2) : "f"(v1), "f"(v0));
-        *reinterpret_cast<unsigned*>(p) = h2;
-    } else {
-        if (in0) p[0] = to_acc<gk_half>(v0);
-        if (in1) p[1] = to_acc<gk_half>(v1);
-    }
-}
-
 // A copy of x that the compiler cannot see through, so nothing computed from it is hoisted out
 // of the K loop. The generic loader recomputes its per-element offsets from a few such values
 // each stage (one or two integer ops per element) instead of keeping 16+ precomputed addresses
@@ -465,12 +444,16 @@ __device__ __forceinline__ void gk_mma_generic_loop(float (&acc)[4][4][4],
 // Measured (H200): float16 0.42 (4096^3) and 0.49 (8192^3) of cuBLAS, 1.03 at 4095x4097x4099;
 // TF32 0.33-0.36 of cuBLAS TF32. cuBLAS uses Hopper's wgmma, which mma.sync cannot reach.
 // ---------------------------------------------------------------------------------------------
-template <typename T, typename Index, bool ALIGNED>
-__global__ void __launch_bounds__(GK_MMA_THREADS, 2)
+template <typename T, typename Index, bool ALIGNED, int THREADS, int BM, int BN, int STAGES,
+          int SHARED_BYTES>
+__global__ void __launch_bounds__(THREADS, 2)
     matmul_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, Index M,
                Index N, Index K, Index batch, Index a_batch_stride, Index a_row_stride,
                Index a_col_stride, Index b_batch_stride, Index b_row_stride,
                Index b_col_stride) {
+    static_assert(THREADS == GK_MMA_THREADS && BM == GK_MMA_BM && BN == GK_MMA_BN &&
+                      STAGES == GK_MMA_STAGES && SHARED_BYTES == GK_MMA_SMEM_BYTES,
+                  "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef GkMma<T> Cfg;
     constexpr int BK = Cfg::BK, VEC = Cfg::VEC;

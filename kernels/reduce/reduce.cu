@@ -14,9 +14,9 @@
 // dtype (to_acc<Out> converts once at the end), so no separate cast launch follows. The order of the combines depends only on n,
 // the input's alignment and the launch configuration, so the same input always gives bitwise the
 // same result: no floating-point atomics (one_pass counts finished blocks with an integer one).
-// The operators and the warp, block and 16-byte-word helpers are in reduce_common.cuh, shared
-// with the axis reductions (reduce_axis.cu).
-#include "reduce_common.cuh"
+// The operators and the warp, block and 16-byte-word helpers are in common.cuh, shared
+// with the axis reductions (axis.cu).
+#include "common.cuh"
 // ---------------------------------------------------------------------------------------------
 // Rung 1 - two_pass: each thread accumulates a grid-stride slice of the input in a register
 // (coalesced: consecutive threads read consecutive elements), the block folds its BLOCK values

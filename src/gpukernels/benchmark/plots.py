@@ -1,6 +1,7 @@
 """Figures of benchmark results: rate against input size, one line per rung, the ceiling dashed.
 
 Used by :meth:`gpukernels.benchmark.BenchResult.plot`; needs matplotlib (the ``bench`` extra).
+Titles and axes come from each operation's benchmark spec in the registry.
 Figures are made without pyplot, so scripts need no display and nothing accumulates in
 pyplot's figure list; in IPython they display inline like any figure.
 """
@@ -10,6 +11,11 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._core.ladder import BenchSpec
+    from .results import BenchResult, Measurement
 
 MARKERS_FOR_EXTRA_CASES = ("D", "s", "^", "v", "P", "*", "X", "h")
 PANEL_SIZE = (5.4, 3.9)  # inches
@@ -18,16 +24,25 @@ RUNG_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
 CEILING_COLOR = "black"
 LIBRARY_COLOR = "0.5"
 
-_TITLES = {
-    "transpose": "Transpose: achieved bandwidth against input size",
-    "matmul": "Matmul: achieved TFLOP/s against problem size",
-    "reduce": "Reductions: achieved bandwidth against input size",
-}
-_Y_LABELS = {
-    "transpose": "GB/s (bytes read + written)",
-    "matmul": "TFLOP/s (2·M·N·K flops)",
-    "reduce": "GB/s (bytes read)",
-}
+
+
+def _spec(operation: str) -> BenchSpec | None:
+    """The benchmark spec of an operation, or None for one this version does not have."""
+    from .._core.ladder import OPERATIONS
+
+    op = OPERATIONS.get(operation)
+    return op.bench if op is not None else None
+
+
+def _y_label(rows: Sequence[Measurement]) -> str:
+    spec = _spec(rows[0].operation)
+    unit = rows[0].unit
+    return f"{unit} ({spec.work})" if spec is not None else unit
+
+
+def _is_cube(row: Measurement) -> bool:
+    spec = _spec(row.operation)
+    return spec.x_axis == "cube" if spec is not None else row.unit == "TFLOP/s"
 
 
 def _require_matplotlib():
@@ -57,12 +72,14 @@ def _enable_inline_display() -> None:
 
 # --- what goes where -------------------------------------------------------------------------------
 
-def _panels(result, family: str) -> list[tuple[int, int, str, str, list]]:
-    """(row, column, kind, title, measurements) for each panel of a family's grid."""
-    rows = [r for r in result if r.family == family]
+def _panels(result: BenchResult, ladder: str) -> list[tuple[int, int, str, str, list]]:
+    """(row, column, kind of panel, title, measurements) for each panel of a ladder's grid: a
+    row per operation when several share the ladder, a panel per dtype, and a bar chart of the
+    inputs reduced over some axes."""
+    rows = [r for r in result if (r.ladder or r.operation) == ladder]
+    operations = list(dict.fromkeys(r.operation for r in rows))
     panels = []
-    if family == "reduce":
-        operations = list(dict.fromkeys(r.operation for r in rows))
+    if len(operations) > 1 or any(r.axis is not None for r in rows):
         for i, operation in enumerate(operations):
             mine = [r for r in rows if r.operation == operation]
             full = [r for r in mine if r.axis is None]
@@ -73,8 +90,9 @@ def _panels(result, family: str) -> list[tuple[int, int, str, str, list]]:
                 column += 1
             partial = [r for r in mine if r.axis is not None]
             if partial:
-                dtypes = ", ".join(dict.fromkeys(r.dtype for r in partial))
-                panels.append((i, column, "axis", f"{operation} over one axis, {dtypes}", partial))
+                listed = ", ".join(dict.fromkeys(r.dtype for r in partial))
+                panels.append((i, column, "axis", f"{operation} over some axes, {listed}",
+                               partial))
         return panels
     dtypes = list(dict.fromkeys(r.dtype for r in rows))
     columns = 2 if len(dtypes) > 2 else len(dtypes)
@@ -84,13 +102,13 @@ def _panels(result, family: str) -> list[tuple[int, int, str, str, list]]:
     return panels
 
 
-def _x(row) -> float:
-    if row.operation == "matmul":
+def _x(row: Measurement) -> float:
+    if _is_cube(row):
         return math.prod(row.shape) ** (1 / 3)
     return float(row.size_bytes)
 
 
-def _format_bytes(value: float, _position=None) -> str:
+def _format_bytes(value: float, _position: Any = None) -> str:
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if value >= size:
             number = value / size
@@ -100,24 +118,24 @@ def _format_bytes(value: float, _position=None) -> str:
 
 
 def _method_order(rows: Sequence, ladder: Sequence[str]) -> list[tuple[str, str]]:
-    """(method, kind): ceilings, then rungs bottom first, then library calls."""
-    seen = dict.fromkeys((r.method, r.kind) for r in rows)
+    """(method, role): ceilings, then rungs bottom first, then library calls."""
+    seen = dict.fromkeys((r.method, r.role) for r in rows)
     rank = {"ceiling": 0, "rung": 1, "library": 2}
 
     def key(item):
-        method, kind = item
+        method, role = item
         position = ladder.index(method) if method in ladder else len(ladder)
-        return rank.get(kind, 3), position
+        return rank.get(role, 3), position
 
     return sorted(seen, key=key)
 
 
-def _style(method: str, kind: str, ladder: Sequence[str], first_ceiling: bool) -> dict:
-    if kind == "ceiling":
+def _style(method: str, role: str, ladder: Sequence[str], first_ceiling: bool) -> dict:
+    if role == "ceiling":
         if first_ceiling:
             return {"color": CEILING_COLOR, "linestyle": "--", "linewidth": 2.2, "marker": None}
         return {"color": "0.35", "linestyle": ":", "linewidth": 1.2, "marker": None}
-    if kind == "library":
+    if role == "library":
         return {"color": LIBRARY_COLOR, "linestyle": ":", "linewidth": 1.8, "marker": "s",
                 "markersize": 4}
     index = ladder.index(method) if method in ladder else len(ladder)
@@ -125,49 +143,52 @@ def _style(method: str, kind: str, ladder: Sequence[str], first_ceiling: bool) -
             "marker": "o", "markersize": 4}
 
 
-def _legend_rank(method: str, kind: str, ladder: Sequence[str]) -> tuple[int, int]:
+def _legend_rank(method: str, role: str, ladder: Sequence[str]) -> tuple[int, int]:
     """Legend order: ceilings, rungs bottom first, library calls, then the L2 and markers."""
-    if kind == "rung":
+    if role == "rung":
         return 1, ladder.index(method) if method in ladder else len(ladder)
-    return (0, 0) if kind == "ceiling" else (2, 0)
+    return (0, 0) if role == "ceiling" else (2, 0)
 
 
-def _label(method: str, kind: str, family: str) -> str:
-    if family == "reduce" and kind != "rung":
+def _label(method: str, role: str, several_operations: bool) -> str:
+    """A legend label; where several operations share a panel grid (the reductions), library
+    calls are named by their library, so that cupy.sum and cupy.min share one entry."""
+    if several_operations and role != "rung":
         library = "CuPy" if method.startswith("cupy.") else method.split(".")[0].capitalize()
         if library == "Torch":
             library = "PyTorch"
-        return f"{library} reduction" + (" (ceiling)" if kind == "ceiling" else "")
-    if kind != "ceiling":
+        return f"{library}" + (" (ceiling)" if role == "ceiling" else "")
+    if role != "ceiling":
         return method
     return f"{method}, ceiling" if "(" in method else f"{method} (ceiling)"
 
 
 # --- drawing ---------------------------------------------------------------------------------------
 
-def _draw_sweep(ax, rows: Sequence, family: str, ladder: Sequence[str], environment: dict,
+def _draw_sweep(ax: Any, rows: Sequence, several: bool, ladder: Sequence[str], environment: dict,
                 legend: dict, extra_markers: dict) -> None:
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
     sweeps = [r.sweep for r in rows]
     line_sweep = "size" if "size" in sweeps else max(set(sweeps), key=sweeps.count)
     first_ceiling = True
-    for method, kind in _method_order(rows, ladder):
-        mine = [r for r in rows if r.method == method and r.kind == kind]
-        style = _style(method, kind, ladder, first_ceiling)
-        if kind == "ceiling":
+    cube = _is_cube(rows[0])
+    for method, role in _method_order(rows, ladder):
+        mine = [r for r in rows if r.method == method and r.role == role]
+        style = _style(method, role, ladder, first_ceiling)
+        if role == "ceiling":
             first_ceiling = False
-        label = _label(method, kind, family)
+        label = _label(method, role, several)
         missing = [r for r in mine if r.sweep == line_sweep and not math.isfinite(r.rate)]
         if missing:  # e.g. "naive (skipped at 8192)": the line stops short
             statuses = ", ".join(dict.fromkeys(r.status for r in missing))
-            where = ", ".join(str(round(_x(r))) if family == "matmul" else r.case
+            where = ", ".join(str(round(_x(r))) if cube else r.case
                               for r in sorted(missing, key=_x))
             label += f" ({statuses} at {where})"
         line = sorted((r for r in mine if r.sweep == line_sweep), key=_x)
         if line:
             (handle,) = ax.plot([_x(r) for r in line], [r.rate for r in line], **style)
-            legend.setdefault(label, (_legend_rank(method, kind, ladder), handle))
+            legend.setdefault(label, (_legend_rank(method, role, ladder), handle))
         for r in mine:
             if r.sweep == line_sweep or not math.isfinite(r.rate):
                 continue
@@ -184,7 +205,7 @@ def _draw_sweep(ax, rows: Sequence, family: str, ladder: Sequence[str], environm
     ax.set_xscale("log", base=2)
     ax.set_ylim(bottom=0)
     ax.grid(True, which="major", alpha=0.3)
-    if family == "matmul":
+    if cube:
         sizes = sorted({round(_x(r)) for r in rows if r.sweep == line_sweep})
         ax.xaxis.set_major_locator(FixedLocator(sizes))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
@@ -199,31 +220,32 @@ def _draw_sweep(ax, rows: Sequence, family: str, ladder: Sequence[str], environm
         if l2:
             handle = ax.axvline(l2, color="0.6", linestyle="-.", linewidth=1)
             legend.setdefault(f"L2 cache ({_format_bytes(l2)})", ((4, 0), handle))
-    ax.set_ylabel(_Y_LABELS[family])
+    ax.set_ylabel(_y_label(rows))
 
 
-def _draw_axis_cases(ax, rows: Sequence, family: str, ladder: Sequence[str], legend: dict) -> None:
+def _draw_axis_cases(ax: Any, rows: Sequence, several: bool, ladder: Sequence[str],
+                     legend: dict) -> None:
     cases = list(dict.fromkeys(r.case for r in rows))
     methods = _method_order(rows, ladder)
     height = 0.8 / max(len(methods), 1)
     first_ceiling = True
-    for j, (method, kind) in enumerate(methods):
-        style = _style(method, kind, ladder, first_ceiling)
-        if kind == "ceiling":
+    for j, (method, role) in enumerate(methods):
+        style = _style(method, role, ladder, first_ceiling)
+        if role == "ceiling":
             first_ceiling = False
-        color = "0.25" if kind == "ceiling" else style["color"]
-        label = _label(method, kind, family)
+        color = "0.25" if role == "ceiling" else style["color"]
+        label = _label(method, role, several)
         for i, case in enumerate(cases):
-            match = [r for r in rows if r.case == case and r.method == method and r.kind == kind]
+            match = [r for r in rows if r.case == case and r.method == method and r.role == role]
             if not match:
                 continue
             r = match[0]
             y = i - 0.4 + height * (j + 0.5)
             if math.isfinite(r.rate):
                 bars = ax.barh(y, r.rate, height=height * 0.9, color=color,
-                               hatch="//" if kind == "library" else None,
-                               edgecolor="white" if kind == "library" else color)
-                legend.setdefault(label, (_legend_rank(method, kind, ladder), bars))
+                               hatch="//" if role == "library" else None,
+                               edgecolor="white" if role == "library" else color)
+                legend.setdefault(label, (_legend_rank(method, role, ladder), bars))
                 if r.correct is False:
                     ax.plot([r.rate], [y], marker="x", color="red", markersize=9,
                             markeredgewidth=2)
@@ -240,31 +262,32 @@ def _draw_axis_cases(ax, rows: Sequence, family: str, ladder: Sequence[str], leg
     ax.invert_yaxis()
     ax.set_xlim(left=0)
     ax.grid(True, axis="x", alpha=0.3)
-    ax.set_xlabel(_Y_LABELS[family])
+    ax.set_xlabel(_y_label(rows))
 
 
-def _draw_family(container, result, family: str) -> None:
-    from .introspect import ladder_methods
+def _draw_ladder(container: Any, result: BenchResult, ladder_name: str) -> None:
+    from .._core.ladder import OPERATIONS
 
-    panels = _panels(result, family)
+    panels = _panels(result, ladder_name)
+    several = len({p[4][0].operation for p in panels}) > 1
     nrows = max(p[0] for p in panels) + 1
     ncols = max(p[1] for p in panels) + 1
     axes = container.subplots(nrows, ncols, squeeze=False)
     legend: dict = {}
     extra_markers: dict = {}
     used = set()
-    for row, column, kind, title, rows in panels:
+    for row, column, panel, title, rows in panels:
         ax = axes[row][column]
         used.add((row, column))
-        operation = rows[0].operation
-        try:
-            ladder = ladder_methods(operation)
-        except ValueError:  # a result from another version: order rungs as they come
-            ladder = tuple(dict.fromkeys(r.method for r in rows if r.kind == "rung"))
-        if kind == "axis":
-            _draw_axis_cases(ax, rows, family, ladder, legend)
+        op = OPERATIONS.get(rows[0].operation)
+        if op is not None:
+            ladder = op.ladder.names
+        else:  # a result from another version: order rungs as they come
+            ladder = tuple(dict.fromkeys(r.method for r in rows if r.role == "rung"))
+        if panel == "axis":
+            _draw_axis_cases(ax, rows, several, ladder, legend)
         else:
-            _draw_sweep(ax, rows, family, ladder, result.environment, legend, extra_markers)
+            _draw_sweep(ax, rows, several, ladder, result.environment, legend, extra_markers)
         ax.set_title(title, fontsize=11)
     for row in range(nrows):
         for column in range(ncols):
@@ -284,29 +307,31 @@ def _draw_family(container, result, family: str) -> None:
     env = result.environment
     subtitle = " · ".join(str(part) for part in (env.get("device"), env.get("date", "")[:10])
                           if part)
-    container.suptitle(f"{_TITLES[family]}\n{subtitle}" if subtitle else _TITLES[family],
-                       fontsize=12)
+    spec = _spec(panels[0][4][0].operation)
+    title = spec.title if spec is not None and spec.title else ladder_name
+    container.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize=12)
 
 
-def figure(result, families: Sequence[str]):
-    """A figure with a row of panels per family (see BenchResult.plot)."""
+def figure(result: BenchResult, ladders: Sequence[str]) -> Any:
+    """A figure with a block of panels per ladder (see BenchResult.plot)."""
     _require_matplotlib()
     from matplotlib.figure import Figure
 
     _enable_inline_display()
     shapes = []
-    for family in families:
-        panels = _panels(result, family)
+    for ladder in ladders:
+        panels = _panels(result, ladder)
         if not panels:
-            raise ValueError(f"the result has no {family} measurements")
+            raise ValueError(f"the result has no {ladder} measurements")
         shapes.append((max(p[0] for p in panels) + 1, max(p[1] for p in panels) + 1))
     width = max(columns for _, columns in shapes) * PANEL_SIZE[0] + 2.6
     heights = [rows * PANEL_SIZE[1] + 0.9 for rows, _ in shapes]
     fig = Figure(figsize=(width, sum(heights)), layout="constrained")
-    if len(families) == 1:
-        _draw_family(fig, result, families[0])
+    if len(ladders) == 1:
+        _draw_ladder(fig, result, ladders[0])
     else:
-        for subfigure, family in zip(fig.subfigures(len(families), 1, height_ratios=heights),
-                                     families):
-            _draw_family(subfigure, result, family)
+        # Two or more rows: an array of SubFigures (one row would be a SubFigure).
+        subfigures: Any = fig.subfigures(len(ladders), 1, height_ratios=heights)
+        for subfigure, ladder in zip(subfigures, ladders):
+            _draw_ladder(subfigure, result, ladder)
     return fig

@@ -1,28 +1,27 @@
-// matmul.cu - C[b] = A[b] @ B[b] for a stack of `batch` products, A[b] M x K, B[b] K x N.
+// simt.cu - C[b] = A[b] @ B[b] for a stack of `batch` products, A[b] M x K, B[b] K x N: rungs 1
+// to 6 of the matmul ladder, on the CUDA cores. Rung 7 (mma, tensor cores) is in mma.cu, rung 8
+// (wgmma, Hopper only) in wgmma.cu.
 //
-// Every rung in this file has the same signature so one registry dispatches them by name (rung
-// 8, wgmma, lives in matmul_wgmma.cu: it is compiled for sm_90a only and takes TMA tensor maps
-// for A and B instead of pointers and strides):
+// Every rung in this file has the same signature so one registry dispatches them by name:
 //
-//   matmul_<rung><T, Index[, ...]>(A, B, C, M, N, K, batch,
-//                                 a_batch_stride, a_row_stride, a_col_stride,
-//                                 b_batch_stride, b_row_stride, b_col_stride)
+//   matmul_<rung><T, Index[, ALIGNED], geometry...>(A, B, C, M, N, K, batch,
+//                                                   a_batch_stride, a_row_stride, a_col_stride,
+//                                                   b_batch_stride, b_row_stride, b_col_stride)
 //
 // A and B may be any strided views (strides in elements; a batch stride of 0 broadcasts one
-// matrix over the stack); C is C-contiguous, shape (batch, M, N). The SIMT rungs (1-6) accumulate
-// in T with one fused multiply-add per term, in increasing k (integers: modular arithmetic in
-// unsigned 32- or 64-bit types, see gk_madd); the tensor-core rung (7, matmul_tensor.cuh) takes
-// float16, or float32 as TF32, and accumulates in float32. Index is the type of all index
-// arithmetic: `int` when the host has checked that every offset fits in 31 bits, else
-// `long long`. Rungs with an ALIGNED flag use 16-byte accesses when the host has checked unit
-// column strides and 16-byte aligned rows.
+// matrix over the stack); C is C-contiguous, shape (batch, M, N). These rungs accumulate in T with
+// one fused multiply-add per term, in increasing k (integers: modular arithmetic in unsigned 32- or
+// 64-bit types, see gk_madd). Index is the type of all index arithmetic: `int` when the host has
+// checked that every offset fits in 31 bits, else `long long`. Rungs with an ALIGNED flag use
+// 16-byte accesses when the host has checked unit column strides and 16-byte aligned rows. The
+// block tile of C (BM x BN) and the threads per block come in as template arguments, set in one
+// place on the host (ops/matmul/rungs.py); each kernel static_asserts the layout it is written for.
 //
 // Grid mapping shared by all rungs: blockIdx.x walks column tiles of C, blockIdx.y row tiles and
 // blockIdx.z matrices. gridDim.y and gridDim.z stop at 65535: the host splits larger problems
 // into several launches. The kernels have no grid-stride loops: wrapping the k loop in loops over
 // rows and matrices cost the naive kernel 40% on an H100 (3.3 against 5.6 TFLOP/s).
-#include "common.cuh"
-#include "matmul_tensor.cuh"
+#include "../common.cuh"
 
 // gk_madd(a, b, acc) = acc + a * b: one fused multiply-add (a single rounding) for the floating
 // types; for the unsigned types that carry every integer product, arithmetic modulo 2^32 or 2^64,
@@ -170,13 +169,15 @@ __global__ void matmul_tiled(const T* __restrict__ A, const T* __restrict__ B, T
 // rung, interior blocks skip the bounds checks on every full step of K.
 // Measured (H200, 4096^3 float32): 15.0 TFLOP/s, 0.30 of cuBLAS (tiled: 8.8, 0.17).
 // ---------------------------------------------------------------------------------------------
-template <typename T, typename Index>
-__global__ void __launch_bounds__(512)
+template <typename T, typename Index, int BM, int BN, int THREADS>
+__global__ void __launch_bounds__(THREADS)
     matmul_blocked_1d(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, Index M,
                       Index N, Index K, Index batch, Index a_batch_stride, Index a_row_stride,
                       Index a_col_stride, Index b_batch_stride, Index b_row_stride,
                       Index b_col_stride) {
-    constexpr int BM = 64, BN = 64, BK = 8, TM = 8;
+    constexpr int BK = 8, TM = 8;
+    static_assert(THREADS == BM * BN / TM && THREADS == BM * BK && THREADS == BK * BN,
+                  "a thread per 8 sums of C, and per element of the A and B tiles of a step");
     __shared__ T a_tile[BM][BK];
     __shared__ T b_tile[BK][BN];
     const int t = threadIdx.x;
@@ -293,13 +294,15 @@ struct gk_stage {
 // 32 bytes each), twice the width the hardware serves at once: the next rung removes that.
 // Measured (H200, 4096^3 float32): 34.8 TFLOP/s, 0.68 of cuBLAS.
 // ---------------------------------------------------------------------------------------------
-template <typename T, typename Index, bool ALIGNED>
-__global__ void __launch_bounds__(256)
+template <typename T, typename Index, bool ALIGNED, int BM, int BN, int THREADS>
+__global__ void __launch_bounds__(THREADS)
     matmul_blocked_2d(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, Index M,
                       Index N, Index K, Index batch, Index a_batch_stride, Index a_row_stride,
                       Index a_col_stride, Index b_batch_stride, Index b_row_stride,
                       Index b_col_stride) {
-    constexpr int BM = 128, BN = 128, TM = 8, TN = 8;
+    constexpr int TM = 8, TN = 8;
+    static_assert(BM == 128 && BN == 128 && THREADS == 256,
+                  "16 x 16 threads of 8 x 8 sums; gk_stage stages with 256 threads");
     typedef gk_stage<T, Index, ALIGNED, BM, BN> Stage;
     constexpr int BK = Stage::BK;
     __shared__ alignas(16) T a_tile[BK][Stage::A_PITCH];
@@ -485,12 +488,13 @@ __device__ __forceinline__ void gk_warp_tiled_kernel(const T* __restrict__ A, co
 //   4-byte types.
 // Measured (H200, 4096^3 float32): 40.5 TFLOP/s, 0.80 of cuBLAS.
 // ---------------------------------------------------------------------------------------------
-template <typename T, typename Index, bool ALIGNED>
-__global__ void __launch_bounds__(256, 8 / sizeof(T))
+template <typename T, typename Index, bool ALIGNED, int BM, int BN, int THREADS>
+__global__ void __launch_bounds__(THREADS, 8 / sizeof(T))
     matmul_warp_tiled(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, Index M,
                       Index N, Index K, Index batch, Index a_batch_stride, Index a_row_stride,
                       Index a_col_stride, Index b_batch_stride, Index b_row_stride,
                       Index b_col_stride) {
+    static_assert(BM == 128 && BN == 128 && THREADS == 256, "8 warps, 2 x 4 over 128 x 128");
     gk_warp_tiled_kernel<T, Index, ALIGNED, 8>(A, B, C, M, N, K, a_batch_stride, a_row_stride,
                                                a_col_stride, b_batch_stride, b_row_stride,
                                                b_col_stride);
@@ -506,13 +510,15 @@ __global__ void __launch_bounds__(256, 8 / sizeof(T))
 // Measured (H200, float32): 0.90 of cuBLAS at 4096^3 (45.9 TFLOP/s), 0.92 at 8192^3, 0.83 at
 // 4095x4097x4099; below about one tile per SM warp_tiled is faster (benchmarks/NOTES.md 22).
 // ---------------------------------------------------------------------------------------------
-template <typename T, typename Index, bool ALIGNED>
-__global__ void __launch_bounds__(256, 1)
+template <typename T, typename Index, bool ALIGNED, int BM, int BN, int THREADS>
+__global__ void __launch_bounds__(THREADS, 1)
     matmul_large_tile(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, Index M,
                       Index N, Index K, Index batch, Index a_batch_stride, Index a_row_stride,
                       Index a_col_stride, Index b_batch_stride, Index b_row_stride,
                       Index b_col_stride) {
-    gk_warp_tiled_kernel<T, Index, ALIGNED, sizeof(T) == 4 ? 16 : 8>(
+    static_assert(BM == (sizeof(T) == 4 ? 256 : 128) && BN == 128 && THREADS == 256,
+                  "8 warps, 2 x 4 over (16 TM) x 128: TM = 16 for 4-byte types, 8 for 8-byte");
+    gk_warp_tiled_kernel<T, Index, ALIGNED, BM / 16>(
         A, B, C, M, N, K, a_batch_stride, a_row_stride, a_col_stride, b_batch_stride,
         b_row_stride, b_col_stride);
 }

@@ -1,0 +1,266 @@
+// transpose.cu - out[b, j, i] = in[b, i, j] for a stack of `batch` matrices of rows x cols:
+// rungs 1 to 4 of the transpose ladder, and the benchmark's copy kernels. Rungs 5 and 6, the word
+// kernels for 1- and 2-byte elements, are in words.cu.
+//
+// Every rung has the same signature so one registry dispatches them by name:
+//
+//   transpose_<rung><T, Index, geometry...>(in, out, rows, cols, in_batch_stride, in_row_stride,
+//                                          in_col_stride)
+//
+// `in` may be any strided view (strides in elements, possibly negative); `out` is C-contiguous,
+// shape (gridDim.z, cols, rows). T is a carrier type of the element's size: a transpose moves bits,
+// so bool/int8/uint8 share `unsigned char`, float32/int32 share `unsigned int`, and so on.
+// Index is the integer type of all index arithmetic: `int` when the host has checked that every
+// offset fits in 31 bits, `long long` otherwise. These kernels move one to four elements per
+// thread, so the few instructions a 64-bit multiply costs over a 32-bit one are a visible share
+// of the time. The launch geometry (tiles, threads) comes in as template arguments, set in one
+// place on the host (ops/transpose/rungs.py).
+//
+// Grid mapping shared by all rungs: blockIdx.x walks column tiles (gridDim.x may reach 2^31 - 1),
+// blockIdx.z picks the matrix, and blockIdx.y walks row tiles with a grid-stride loop, because
+// gridDim.y stops at 65535 and a (10**8, 1) array has 3 million row tiles. The loop steps by
+// gridDim, so no thread divides. gridDim.z stops at 65535 too: the host splits larger stacks into
+// several launches.
+#include "../common.cuh"
+
+// ---------------------------------------------------------------------------------------------
+// Rung 1 - naive: one thread per element, reads along rows, writes along columns.
+// Neighbouring threads (threadIdx.x) read neighbouring input elements, so reads coalesce; their
+// writes land `rows` elements apart. How much that costs depends on the block's shape: a 16 x 16
+// block puts 16 columns of 2 rows in a warp, and its store touches 16 sectors to write 2
+// elements in each (0.30 of a copy for float32 on an H100). The host launches narrow blocks,
+// 4 x 64 threads: a warp covers 4 columns of 8 rows, so its store writes 8 consecutive
+// elements into each of 4 output rows, a whole 32-byte sector for 4-byte types (0.61 of a copy).
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename Index>
+__global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, Index rows,
+                                Index cols, Index in_batch_stride, Index in_row_stride,
+                                Index in_col_stride) {
+    const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= cols) return;
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
+    for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
+         row += (Index)gridDim.y * blockDim.y) {
+        out[col * rows + row] = in[row * in_row_stride + col * in_col_stride];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 2 - naive_col: reads along columns, writes along rows (the two indices of rung 1 swapped).
+// Now the stores coalesce and the loads are strided. Loads tolerate scattering better than
+// stores: the other bytes of a loaded sector stay in L1/L2 for the neighbouring columns, whereas
+// a partial store costs a read-modify-write of its sector, so this is the faster naive kernel.
+// The host's blocks are 8 x 32 threads for 4- to 16-byte types (16 x 16 for 1 and 2 bytes):
+// a warp stores 8 consecutive elements into each of 4 output rows and reads 8 input rows.
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename Index>
+__global__ void transpose_naive_col(const T* __restrict__ in, T* __restrict__ out, Index rows,
+                                    Index cols, Index in_batch_stride, Index in_row_stride,
+                                    Index in_col_stride) {
+    const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;  // x walks output columns
+    if (row >= rows) return;
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
+    for (Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y; col < cols;
+         col += (Index)gridDim.y * blockDim.y) {
+        out[col * rows + row] = in[row * in_row_stride + col * in_col_stride];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 3 - shared: a TILE x TILE tile staged through shared memory.
+// The block reads a tile along rows (coalesced), and after a barrier writes the transposed tile
+// along rows of the output (coalesced too): the transposition happens inside shared memory.
+// Reading the tile column-wise would put a warp's 32 accesses in one bank (a row is 32 words);
+// one padding column shifts each row by a bank so the column read is conflict-free.
+// The block has TILE x ROWS threads and each thread moves TILE / ROWS elements (rows y, y + ROWS,
+// ...): with one element per thread, a 32 x 32 block has a single load per thread in flight
+// before its barrier, and on an H200 that capped the kernel near 1650 GB/s, 40% of a copy.
+// Launch with blockDim = (TILE, ROWS).
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename Index, int TILE, int ROWS>
+__global__ void __launch_bounds__(TILE * ROWS)
+transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+                 Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+    static_assert(TILE % ROWS == 0, "each thread moves TILE / ROWS elements");
+    __shared__ T tile[TILE][TILE + 1];
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
+    const Index col0 = (Index)blockIdx.x * TILE;
+    const Index in_col = col0 + threadIdx.x;
+    for (Index row0 = (Index)blockIdx.y * TILE; row0 < rows; row0 += (Index)gridDim.y * TILE) {
+        // Load: thread (x, y) reads in[row0 + y + j, col0 + x] for j = 0, ROWS, 2 ROWS, ...
+#pragma unroll
+        for (int j = 0; j < TILE; j += ROWS) {
+            const Index in_row = row0 + threadIdx.y + j;
+            if (in_row < rows && in_col < cols) {
+                tile[threadIdx.y + j][threadIdx.x] =
+                    in[in_row * in_row_stride + in_col * in_col_stride];
+            }
+        }
+        __syncthreads();
+        // Store: thread (x, y) writes out[col0 + y + j, row0 + x] = in[row0 + x, col0 + y + j].
+        const Index out_col = row0 + threadIdx.x;
+#pragma unroll
+        for (int j = 0; j < TILE; j += ROWS) {
+            const Index out_row = col0 + threadIdx.y + j;
+            if (out_row < cols && out_col < rows) {
+                out[out_row * rows + out_col] = tile[threadIdx.x][threadIdx.y + j];
+            }
+        }
+        if (row0 + (Index)gridDim.y * TILE < rows) __syncthreads();  // before the next refill
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 4 - vector: V x V blocks of elements transposed in registers, so that every global access
+// moves a 16-byte word (or a 4-byte one where rows are not 16-byte multiples), and output rows
+// written in whole 32-byte sectors even when their starts are not aligned.
+// `shared` moves 4-byte elements at best, 1 byte for int8: a warp's request then carries 32 to
+// 128 bytes and the load/store units, not DRAM, set the pace (0.29 of a copy for int8, 0.74 for
+// float32 on the H100). Here each thread loads V words from V consecutive rows (a V x V block of
+// elements), swaps the block's rows and columns in registers, and stores the V resulting words to
+// V planes of the shared tile at the block's transposed position; after the barrier each thread
+// reads words back along a plane and writes them along output rows. Every access of global
+// memory is a word of V * sizeof(T) bytes, and a warp's request covers whole 128-byte lines.
+// The tile is TILE x TILE blocks, each plane padded so the column-wise stores hit distinct banks.
+//
+// SKEW (for outputs whose row pitch is not a multiple of 32 bytes, such as 8191 x 8193 float32):
+// a store that covers part of a 32-byte sector makes the memory system read the sector back and
+// merge it, which cost a third of the speed on odd shapes. With SKEW, the segment of output row r
+// that a tile writes starts at the first sector boundary of the row, shifted by that row's
+// misalignment f_r (0 <= f_r < E words, E = words per sector): the tile stages E - 1 extra block
+// rows of the input so every row finds its shifted segment in shared memory, and one extra tile
+// row at the end covers what the shift pushed past it. Each element is still written once.
+//
+// TALL: a tile covers TALL * TILE block rows of the input by TILE block columns. The E - 1 extra
+// rows are then staged once per TALL * TILE rows instead of once per TILE. On an H100,
+// 8191 x 8193 float32 went from 0.82 of a copy (32 x 32 tiles, 7 extra rows per 32) to 0.91
+// (TALL = 8, 32 x 32 threads); int8, 31 extra rows per 32, from 0.34 to 0.46
+// (benchmarks/NOTES.md, item 25).
+//
+// Requirements, checked by the host: rows and cols are multiples of V; for V > 1 the input's rows
+// are contiguous (in_col_stride == 1) and every word it reads is aligned to V * sizeof(T) bytes.
+// With V = 1 any strides work. Launch with blockDim = (TILE, ROWS).
+// 1- and 2-byte rows that are not whole words leave V = 1 here (int8 0.45 and float16 0.72 of a
+// copy at 8191 x 8193); rungs 5 and 6 (words.cu) move such rows in words, and `auto` takes them.
+// Latest (H100, held time, ratio to a device copy): 8192 x 8192 int8 0.95, float16 0.96,
+// float32 0.97, float64 0.98; 8191 x 8193 float32 0.91.
+// ---------------------------------------------------------------------------------------------
+// The word a thread moves: V elements as one vector word, or the element itself for V = 1
+// (complex128 arrays are only 8-byte aligned, so a lone 16-byte element is not a uint4).
+template <typename T, int V>
+struct gk_block_word { typedef typename gk_word<sizeof(T) * V>::type type; };
+template <typename T>
+struct gk_block_word<T, 1> { typedef T type; };
+
+// V elements of type T viewed as one word: registers, so the swaps below are free renames (for
+// 4- and 8-byte elements) or byte permutes (for 1- and 2-byte ones).
+template <typename T, int V>
+union gk_block_row {
+    typename gk_block_word<T, V>::type word;
+    T elem[V];
+};
+
+template <typename T, typename Index, int V, int TILE, int ROWS, bool SKEW, int TALL>
+__global__ void __launch_bounds__(TILE * ROWS)
+transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+                 Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+    typedef typename gk_block_word<T, V>::type Word;
+    typedef gk_block_row<T, V> BlockRow;
+    constexpr int WORD_BYTES = sizeof(T) * V;
+    constexpr int SECTOR_WORDS = WORD_BYTES >= 32 ? 1 : 32 / WORD_BYTES;  // E
+    constexpr int TILE_ROWS = TALL * TILE;  // block rows of the input a tile covers
+    constexpr int STAGED = SKEW ? TILE_ROWS + SECTOR_WORDS - 1 : TILE_ROWS;  // block rows held
+    constexpr int PITCH = STAGED | 1;  // odd, so lanes storing a column hit distinct banks
+    __shared__ Word tile[V][TILE][PITCH];
+
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * cols * rows;
+    const Index block_rows = rows / V, block_cols = cols / V;
+    const Index col0 = (Index)blockIdx.x * TILE;  // first block column of the tile
+    const Index in_col = col0 + threadIdx.x;
+    const Index row_tiles = (block_rows + TILE_ROWS - 1) / TILE_ROWS + (SKEW ? 1 : 0);
+    for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
+        const Index row0 = (tile_row - (SKEW ? 1 : 0)) * TILE_ROWS;  // first staged block row, may be < 0
+        const bool interior = row0 >= 0 && row0 + STAGED <= block_rows && col0 + TILE <= block_cols;
+        // Load: thread (x, y) reads blocks (row0 + j, col0 + x) for j = y, y + ROWS, ...
+#pragma unroll
+        for (int j0 = 0; j0 < STAGED; j0 += ROWS) {
+            const int j = j0 + threadIdx.y;
+            const Index in_row = row0 + j;
+            if ((STAGED % ROWS == 0 || j < STAGED) &&
+                (interior || (in_row >= 0 && in_row < block_rows && in_col < block_cols))) {
+                BlockRow block[V];
+#pragma unroll
+                for (int i = 0; i < V; ++i) {
+                    // For V > 1 the host has checked that in_col_stride == 1.
+                    const T* src = in + (in_row * V + i) * in_row_stride +
+                                   (V == 1 ? in_col * in_col_stride : in_col * V);
+                    block[i].word = *reinterpret_cast<const Word*>(src);
+                }
+#pragma unroll
+                for (int p = 0; p < V; ++p) {  // column p of the block: row p of its transpose
+                    BlockRow column;
+#pragma unroll
+                    for (int i = 0; i < V; ++i) column.elem[i] = block[i].elem[p];
+                    tile[p][threadIdx.x][j] = column.word;
+                }
+            }
+        }
+        __syncthreads();
+        // Store: output block row c = col0 + y + j, plane p is output row c * V + p. Its words
+        // [row0 + f, row0 + f + TILE_ROWS) come from staged block rows [f, f + TILE_ROWS).
+#pragma unroll
+        for (int j = 0; j < TILE; j += ROWS) {
+            const int c_local = threadIdx.y + j;
+            const Index c = col0 + c_local;
+#pragma unroll
+            for (int p = 0; p < V; ++p) {
+                T* out_row = out + (c * V + p) * rows;
+                int f = 0;
+                if (SKEW) {  // words from this row's start to its first sector boundary
+                    const unsigned long long word_address =
+                        reinterpret_cast<unsigned long long>(out_row) / WORD_BYTES;
+                    f = (int)((0ull - word_address) & (SECTOR_WORDS - 1));
+                }
+#pragma unroll
+                for (int t = 0; t < TALL; ++t) {
+                    const int staged = f + threadIdx.x + t * TILE;
+                    const Index out_col = row0 + staged;  // a block row of the input
+                    if (interior || (c < block_cols && out_col >= 0 && out_col < block_rows)) {
+                        *reinterpret_cast<Word*>(out_row + out_col * V) = tile[p][c_local][staged];
+                    }
+                }
+            }
+        }
+        if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference copies for the benchmark (not rungs): the row and column copies of the bandwidth
+// study, launched in its 16 x 16 blocks. copy_row reads and writes along rows, copy_col along
+// columns. They show what one element per thread costs in either order; the naive rungs, whose
+// narrower blocks fill whole sectors, run faster than both. Contiguous rows x cols matrices only.
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename Index>
+__global__ void copy_row(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols) {
+    const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= cols) return;
+    for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
+         row += (Index)gridDim.y * blockDim.y) {
+        out[row * cols + col] = in[row * cols + col];
+    }
+}
+
+template <typename T, typename Index>
+__global__ void copy_col(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols) {
+    const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    for (Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y; col < cols;
+         col += (Index)gridDim.y * blockDim.y) {
+        out[row * cols + col] = in[row * cols + col];
+    }
+}

@@ -1,0 +1,320 @@
+"""The matmul ladder: its rungs, their instances, and their plans (launch geometry).
+
+Every number that shapes a launch (the block tile of C, threads, stages, shared memory) is set
+here and reaches the kernel as a template argument; the kernels in ``kernels/matmul/``
+static_assert that they are written for it. A plan maps a :class:`Problem` to a :class:`Shape`
+of launch: the instance, its block and tile (the wrapper makes the grid and splits problems past
+CUDA's grid limits). :func:`choose` is ``method="auto"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy
+
+from ..._core.compile import KernelSource
+from ..._core.ladder import Ladder, Needs, Rung
+from ..._core.launch import INDEX_SCALARS, ceil_div
+
+__all__ = ["Problem", "Shape", "LADDER", "choose", "PRECISIONS", "compute_dtype",
+           "TENSOR_CORE_C_TYPES", "C_TYPES"]
+
+SIMT_SOURCE = KernelSource("matmul/simt.cu", weight=6.0)
+MMA_SOURCE = KernelSource("matmul/mma.cu", weight=6.0)
+#: The Hopper rung: compiled for sm_90a, which no other GPU runs.
+WGMMA_SOURCE = KernelSource("matmul/wgmma.cu", arch="sm_90a", weight=6.0)
+INDEXES = tuple(INDEX_SCALARS)
+
+#: ``precision=`` values: "highest" computes in the result dtype (float16 in float32), "tf32"
+#: lets float32 products run on TF32 tensor cores (10-bit mantissa operands).
+PRECISIONS = ("highest", "tf32")
+
+#: The SIMT kernels' element types. Every integer product runs on the unsigned type of its width
+#: (arithmetic modulo 2^32 or 2^64 is NumPy's wrap-around for signed types too).
+C_TYPES: dict[numpy.dtype, str] = {numpy.dtype(numpy.float32): "float", numpy.dtype(numpy.float64): "double",
+           numpy.dtype(numpy.uint32): "unsigned int", numpy.dtype(numpy.uint64): "unsigned long long"}
+#: The tensor-core rungs' types: float16 (float32 sums) and float32 (as TF32).
+TENSOR_CORE_C_TYPES: dict[numpy.dtype, str] = {numpy.dtype(numpy.float16): "gk_half", numpy.dtype(numpy.float32): "float"}
+TENSOR_CORE_CAPABILITY = 80  # mma.sync with float16 / TF32 operands, ldmatrix, cp.async
+WGMMA_CAPABILITY = 90  # wgmma and TMA: compiled for sm_90a, which runs on compute capability 9.0 only
+#: Threads of an edge tile form offsets up to this many rows or columns past each extent.
+MARGIN = 256
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A product of ``batch`` matrices, C[b] = A[b] @ B[b] with A[b] M x K and B[b] K x N.
+
+    Attributes
+    ----------
+    batch, M, N, K : int
+    dtype : numpy.dtype
+        The result's dtype (NumPy's promotion of the operands').
+    precision : str
+        ``"highest"`` or ``"tf32"``.
+    capability : int
+        The device's compute capability (90 for 9.0).
+    multiprocessors : int
+        Its SM count (what ``auto`` fills).
+    """
+
+    batch: int
+    M: int
+    N: int
+    K: int
+    dtype: numpy.dtype
+    precision: str
+    capability: int
+    multiprocessors: int
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The launch a rung's plan chooses for a problem: instances by (compute type, index,
+    aligned), the block, the tile of C a block computes (grid = tiles of C, matrices in z), and
+    the dynamic shared memory."""
+
+    rung: Rung
+    block: tuple[int, int, int]
+    tile: tuple[int, int]
+    shared_mem: int
+    compute: numpy.dtype
+    aligned_flag: bool  # the kernel takes ALIGNED (16-byte accesses when the host checked them)
+    aligned_c: bool = False  # ALIGNED also stores C 16 bytes at a time (the SIMT rungs)
+
+    def instance(self, index: str, aligned: bool) -> str:
+        return _INSTANCE[self.rung.name](self.compute, index, aligned and self.aligned_flag)
+
+
+def compute_dtype(result: numpy.dtype, K: int, tensor_cores: bool) -> numpy.dtype:
+    """The kernels' element type for a result dtype.
+
+    float32 and float64 run as themselves; float16 runs as float16 on the tensor cores and in
+    float32 elsewhere (operands converted, the result rounded once at the end); integers run
+    modulo 2^32 or 2^64 on the unsigned type of at least their width, which truncates to NumPy's
+    wrap-around; bool counts the true terms.
+    """
+    if result.kind == "f":
+        if tensor_cores and result.itemsize == 2:
+            return result
+        return numpy.dtype(numpy.float64 if result.itemsize == 8 else numpy.float32)
+    if result.kind == "b":
+        return numpy.dtype(numpy.uint32 if K < 2**32 else numpy.uint64)
+    return numpy.dtype(numpy.uint64 if result.itemsize == 8 else numpy.uint32)
+
+
+# --- rungs 1-6: the CUDA cores (kernels/matmul/simt.cu) -----------------------------------------------
+
+TILED_TILE = 32
+
+
+@dataclass(frozen=True)
+class _Simt:
+    """A SIMT rung's geometry: threads per block, the tile of C (rows, columns), whether the
+    kernel takes the ALIGNED flag, the tile for 8-byte types where it differs, and which of the
+    numbers are the kernel's template arguments: ``"tile"`` (TILE, a square tile of
+    TILE x TILE threads), ``"tile and threads"`` (BM, BN, THREADS) or ``""`` (none: the kernel
+    reads blockDim)."""
+
+    block: tuple[int, int, int]
+    tile: tuple[int, int]
+    aligned_flag: bool = False
+    tile_8_byte: tuple[int, int] | None = None
+    template: str = "tile and threads"
+
+    def tile_for(self, dtype: numpy.dtype) -> tuple[int, int]:
+        return self.tile_8_byte if self.tile_8_byte and dtype.itemsize == 8 else self.tile
+
+    def template_args(self, dtype: numpy.dtype) -> list[str]:
+        rows, cols = self.tile_for(dtype)
+        if self.template == "tile":
+            return [str(rows)]
+        if self.template == "tile and threads":
+            return [str(rows), str(cols), str(self.block[0])]
+        return []
+
+
+SIMT = {
+    # a warp spans 32 columns of C: B coalesced, A broadcast
+    "naive": _Simt((32, 8, 1), (8, 32), template=""),
+    "tiled": _Simt((TILED_TILE, TILED_TILE, 1), (TILED_TILE, TILED_TILE), template="tile"),
+    "blocked_1d": _Simt((512, 1, 1), (64, 64)),
+    "blocked_2d": _Simt((256, 1, 1), (128, 128), aligned_flag=True),
+    "warp_tiled": _Simt((256, 1, 1), (128, 128), aligned_flag=True),
+    "large_tile": _Simt((256, 1, 1), (256, 128), aligned_flag=True, tile_8_byte=(128, 128)),
+}
+
+
+def _simt_instance(name: str) -> Callable[[numpy.dtype, str, bool], str]:
+    geometry = SIMT[name]
+
+    def instance(compute: numpy.dtype, index: str, aligned: bool) -> str:
+        args = [C_TYPES[compute], index]
+        if geometry.aligned_flag:
+            args.append("true" if aligned else "false")
+        args += geometry.template_args(compute)
+        return f"matmul_{name}<{', '.join(args)}>"
+
+    return instance
+
+
+def _check_simt(p: Problem, name: str) -> numpy.dtype:
+    if p.precision == "tf32":
+        raise ValueError(f"precision='tf32' runs on the tensor-core rungs mma and wgmma, not on "
+                         f"{name!r}")
+    return compute_dtype(p.dtype, p.K, tensor_cores=False)
+
+
+def _simt_plan(name: str) -> Callable[[Problem], Shape]:
+    geometry = SIMT[name]
+
+    def plan(p: Problem) -> Shape:
+        compute = _check_simt(p, name)
+        return Shape(LADDER[name], geometry.block, geometry.tile_for(compute), 0, compute,
+                     geometry.aligned_flag, aligned_c=geometry.aligned_flag)
+
+    return plan
+
+
+# --- rung 7: mma (kernels/matmul/mma.cu) ----------------------------------------------------------------
+
+MMA_THREADS = 256
+MMA_TILE = (128, 128)
+MMA_STAGES = 4
+MMA_ROW_BYTES = 64  # the K extent of a stage, in bytes of a row of A
+MMA_SHARED_BYTES = MMA_STAGES * (MMA_TILE[0] + MMA_TILE[1]) * MMA_ROW_BYTES
+
+
+def _mma_instance(compute: numpy.dtype, index: str, aligned: bool) -> str:
+    return (f"matmul_mma<{TENSOR_CORE_C_TYPES[compute]}, {index}, {'true' if aligned else 'false'}, "
+            f"{MMA_THREADS}, {MMA_TILE[0]}, {MMA_TILE[1]}, {MMA_STAGES}, {MMA_SHARED_BYTES}>")
+
+
+def _check_tensor_cores(p: Problem, name: str) -> numpy.dtype:
+    if p.dtype not in TENSOR_CORE_C_TYPES:
+        raise TypeError(f"the tensor-core rung {name!r} multiplies float16, or float32 as TF32; "
+                        f"the result dtype here is {p.dtype}")
+    if p.dtype == numpy.float32 and p.precision != "tf32":
+        raise ValueError(f"the tensor-core rung {name!r} computes float32 products in TF32 "
+                         "(10-bit mantissas): pass precision='tf32' to accept that accuracy")
+    if p.capability < TENSOR_CORE_CAPABILITY:
+        raise ValueError(f"the tensor-core rung {name!r} needs compute capability 8.0 or newer; "
+                         f"this GPU has {p.capability / 10:.1f}")
+    return compute_dtype(p.dtype, p.K, tensor_cores=True)
+
+
+def plan_mma(p: Problem) -> Shape:
+    compute = _check_tensor_cores(p, "mma")
+    return Shape(LADDER["mma"], (MMA_THREADS, 1, 1), MMA_TILE, MMA_SHARED_BYTES, compute, True)
+
+
+# --- rung 8: wgmma (kernels/matmul/wgmma.cu) ----------------------------------------------------------
+
+WGMMA_THREADS = 384  # a producer warpgroup and two consumers
+WGMMA_TILE = (128, 256)
+WGMMA_STAGES = 4
+WGMMA_ROW_BYTES = 128  # the K extent of a stage: 128 bytes, the swizzle span
+#: The stages of A and B tiles, and 1 KiB to align them to 1024 bytes.
+WGMMA_SHARED_BYTES = WGMMA_STAGES * (WGMMA_TILE[0] + WGMMA_TILE[1]) * WGMMA_ROW_BYTES + 1024
+#: float16 B is read N-contiguous in boxes of 64 rows of 64 columns.
+WGMMA_F16_B_BOX = 64
+
+
+def _wgmma_instance(compute: numpy.dtype, index: str, aligned: bool) -> str:
+    return (f"matmul_wgmma<{TENSOR_CORE_C_TYPES[compute]}, {WGMMA_THREADS}, {WGMMA_TILE[0]}, "
+            f"{WGMMA_TILE[1]}, {WGMMA_STAGES}, {WGMMA_SHARED_BYTES}>")
+
+
+def wgmma_fits(p: Problem) -> bool:
+    """The wgmma kernel indexes with 32-bit M, N, K (and TMA's coordinates are 32-bit)."""
+    return max(p.M, p.N, p.K) < 2**31
+
+
+def plan_wgmma(p: Problem) -> Shape:
+    compute = _check_tensor_cores(p, "wgmma")
+    if p.capability != WGMMA_CAPABILITY:
+        raise ValueError(f"the rung 'wgmma' runs on compute capability 9.0 (Hopper, sm_90a) "
+                         f"only; this GPU has {p.capability / 10:.1f}")
+    if not wgmma_fits(p):
+        raise ValueError(f"the rung 'wgmma' takes M, N and K below 2**31; this product is "
+                         f"{p.M}x{p.K} @ {p.K}x{p.N}")
+    return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), WGMMA_TILE, WGMMA_SHARED_BYTES, compute,
+                 False)
+
+
+_INSTANCE = {**{name: _simt_instance(name) for name in SIMT}, "mma": _mma_instance,
+             "wgmma": _wgmma_instance}
+
+
+# --- the ladder ------------------------------------------------------------------------------------------
+
+def _simt_groups(name: str) -> tuple:
+    """Floating-point products with 32-bit indices compile at import; integer and bool products
+    (unsigned types) and 64-bit indices on first use."""
+    instance, geometry = _INSTANCE[name], SIMT[name]
+    groups = []
+    for index in INDEXES:
+        for compute in C_TYPES:
+            eager = index == "int" and compute.kind == "f"
+            groups.append(SIMT_SOURCE.add(
+                f"{name} {C_TYPES[compute]} {index}",
+                [instance(compute, index, aligned) for aligned in
+                 ((False, True) if geometry.aligned_flag else (False,))], eager=eager))
+    return tuple(groups)
+
+
+def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tuple) -> tuple:
+    instance = _INSTANCE[name]
+    return tuple(source.add(f"{name} {TENSOR_CORE_C_TYPES[c]} {index}",
+                            [instance(c, index, a) for a in aligned], eager=index == "int")
+                 for index in indexes for c in TENSOR_CORE_C_TYPES)
+
+
+LADDER = Ladder("matmul", (
+    Rung("naive", "one thread per output element, operands read straight from global memory",
+         SIMT_SOURCE, "matmul_naive", _simt_groups("naive"), _simt_plan("naive")),
+    Rung("tiled", "32x32 tiles of A and B staged in shared memory: each load feeds 32 FMAs",
+         SIMT_SOURCE, "matmul_tiled", _simt_groups("tiled"), _simt_plan("tiled")),
+    Rung("blocked_1d", "64x64 tiles; each thread keeps 8 sums of one column in registers",
+         SIMT_SOURCE, "matmul_blocked_1d", _simt_groups("blocked_1d"), _simt_plan("blocked_1d")),
+    Rung("blocked_2d", "128x128 tiles; 8x8 sums per thread, A transposed in shared memory, "
+                       "16-byte loads",
+         SIMT_SOURCE, "matmul_blocked_2d", _simt_groups("blocked_2d"), _simt_plan("blocked_2d")),
+    Rung("warp_tiled", "blocked_2d arranged by warps (conflict-free shared loads), two stages "
+                       "in shared memory, one barrier per step, unchecked interior blocks",
+         SIMT_SOURCE, "matmul_warp_tiled", _simt_groups("warp_tiled"), _simt_plan("warp_tiled")),
+    Rung("large_tile", "warp_tiled with 16x8 sums per thread and 256x128 tiles (4-byte types)",
+         SIMT_SOURCE, "matmul_large_tile", _simt_groups("large_tile"), _simt_plan("large_tile")),
+    Rung("mma", "tensor cores (mma.sync, sm_80+): float16 in float32 sums; float32 as TF32, "
+                "only with precision='tf32'",
+         MMA_SOURCE, "matmul_mma",
+         _tensor_groups(MMA_SOURCE, "mma", INDEXES, (False, True)), plan_mma,
+         Needs(capability=TENSOR_CORE_CAPABILITY, dtypes="float16, or float32 as TF32",
+               precision="float32 only with precision='tf32'")),
+    Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
+                  "warpgroup MMAs read them there; 128x256 tiles, loads and math in separate "
+                  "warps",
+         WGMMA_SOURCE, "matmul_wgmma", _tensor_groups(WGMMA_SOURCE, "wgmma", ("int",), (False,)),
+         plan_wgmma,
+         Needs(only_capability=WGMMA_CAPABILITY, dtypes="float16, or float32 as TF32",
+               layout="M, N and K below 2**31",
+               precision="float32 only with precision='tf32'")),
+))
+
+
+def choose(p: Problem) -> Rung:
+    """``method="auto"``: on the tensor cores for float16 (compute capability 8.0 and newer) and
+    for precision="tf32": wgmma on 9.0, mma elsewhere. Among the SIMT rungs, large_tile when its
+    256x128 tiles give every SM a block, and warp_tiled's 128x128 ones below that (H200: at
+    1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with 32 blocks at 0.29; at 2048^3, 128
+    blocks, large_tile led 0.82 to 0.73)."""
+    if p.precision == "tf32" or (p.dtype == numpy.float16
+                                 and p.capability >= TENSOR_CORE_CAPABILITY):
+        if p.capability == WGMMA_CAPABILITY and wgmma_fits(p):
+            return LADDER["wgmma"]
+        return LADDER["mma"]
+    tile = SIMT["large_tile"].tile
+    tiles = p.batch * ceil_div(p.M, tile[0]) * ceil_div(p.N, tile[1])
+    return LADDER["large_tile"] if tiles >= 0.9 * p.multiprocessors else LADDER["warp_tiled"]

@@ -1,0 +1,229 @@
+"""Reductions that keep some axes: the row and column kernels of ``kernels/reduce/axis.cu``.
+
+They are not rungs: whatever ``method`` says, a reduction that keeps axes is brought to a
+(B, K, R) view (B and K kept, R reduced) and goes to the kernel whose threads read neighbouring
+elements. Axes that do not merge into one stride are reduced a group at a time, through
+intermediate buffers of the accumulator dtype. :func:`plan_partial` records the launches in a
+:class:`~.program.Program`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+
+import numpy
+
+from ..._core.compile import KernelSource
+from ..._core.launch import MAX_GRID_YZ, Launch, ceil_div
+from . import dtypes
+from .program import TICKETS, Program
+from .rungs import BLOCK, blocks_per_wave
+
+__all__ = ["plan_partial", "SOURCE", "KERNELS", "c_strides", "merge_axes", "PLAN_NAME"]
+
+SOURCE = KernelSource("reduce/axis.cu")
+#: What launches of these kernels are recorded under (describe, the benchmark): not a rung.
+PLAN_NAME = "axis kernels"
+
+# Unsplit column reductions run 512 threads, so that 256 columns side by side get two threads
+# each (P in axis.cu) instead of one (benchmarks/NOTES.md, item 36).
+COLS_BLOCK = 512
+COLS_TILE = 256  # columns side by side in a column block, at most
+SHORT_ROW = 16  # rows up to this length get a thread each instead of a warp
+
+
+@dataclass(frozen=True)
+class AxisKernel:
+    """One of the axis kernels and the BLOCK it is compiled for (its template argument: the
+    most threads a launch of it may have)."""
+
+    name: str
+    block: int
+
+    def instance(self, op: str, read: numpy.dtype, acc: numpy.dtype, out: numpy.dtype) -> str:
+        c = dtypes.C_TYPES
+        return f"reduce_{self.name}<{op}, {c[read]}, {c[acc]}, {c[out]}, {self.block}>"
+
+
+ROWS = AxisKernel("rows", BLOCK)
+SHORT_ROWS = AxisKernel("short_rows", BLOCK)
+COLS = AxisKernel("cols", COLS_BLOCK)
+COLS_FOLDED = AxisKernel("cols_folded", BLOCK)
+KERNELS = (ROWS, SHORT_ROWS, COLS, COLS_FOLDED)
+
+
+def _groups() -> None:
+    # A group per operator and kernel, of every (source, accumulator, written) a plan can ask
+    # for: the first pass reads the input's dtype and writes the result's or partials of the
+    # accumulator; later passes (folds, groups of axes) read the accumulator.
+    for operation, op in dtypes.OPERATORS.items():
+        triples = dtypes.reachable(operation, True, False)
+        for kernel in KERNELS:
+            instances = [kernel.instance(op, source, acc, out)
+                         for read, acc, written in triples
+                         for source, out in ((read, written), (read, acc), (acc, acc),
+                                             (acc, written))]
+            SOURCE.add(f"{kernel.name} {operation}", instances, eager=True)
+
+
+_groups()
+
+
+def merge_axes(dims: list[tuple[int, int, tuple]]) -> list[tuple[int, int, tuple]]:
+    """Merge neighbouring (length, stride, axes) dims that walk memory as one: outer first."""
+    merged: list[tuple[int, int, tuple]] = []
+    for length, stride, axes in dims:
+        if merged and merged[-1][1] == stride * length:
+            merged[-1] = (merged[-1][0] * length, stride, merged[-1][2] + axes)
+        else:
+            merged.append((length, stride, axes))
+    return merged
+
+
+def c_strides(shape: tuple) -> tuple:
+    """Element strides of a C-contiguous array of ``shape``."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= builtins.max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _splits_in_one_wave(filling_blocks: int, blocks_per_split: int) -> int:
+    """The most splits whose blocks all fit in one wave: a second, partial wave would hold the
+    GPU for a whole block's time with few blocks running ((256, 256, 256) float32 over axis 1
+    on an H100, when it was split: 5 splits, 1.2 waves, 32.9 us; 4 splits 30.1 us)."""
+    return builtins.max(1, filling_blocks // blocks_per_split)
+
+
+@dataclass(frozen=True)
+class _AxisShape:
+    kernel: AxisKernel
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    split: int  # rows (of R) per split
+
+    @property
+    def splits(self) -> int:
+        return self.grid[1]
+
+
+def _axis_shape(itemsize: int, B: int, K: int, R: int, k_stride: int, r_stride: int,
+                may_split: bool, multiprocessors: int) -> _AxisShape:
+    """The kernel, grid, block and split length for the (B, K, R) view of an axis reduction.
+
+    The kernel is the one whose threads read neighbouring elements (see axis.cu). With
+    ``may_split``, R is cut into parts (gridDim.y) when the rows or columns alone are too few to
+    fill the GPU; each part then gives a partial, and the caller folds them.
+    """
+    if abs(r_stride) <= abs(k_stride) and R > SHORT_ROW:
+        kernel, block = ROWS, (BLOCK, 1, 1)
+        column_blocks = ceil_div(K, BLOCK // 32)
+        per_word = 16 // itemsize if r_stride == 1 and itemsize <= 16 else 1
+        # Enough warps to fill the GPU, each lane with four 16-byte words or more; parts start
+        # on 16-byte boundaries when the rows do. Half a wave of blocks or more stays whole: a
+        # second launch would cost more than it gives.
+        filling_blocks = blocks_per_wave(BLOCK, multiprocessors)
+        splits = builtins.min(_splits_in_one_wave(filling_blocks, column_blocks * B),
+                              ceil_div(R, 32 * per_word * 4))
+        if column_blocks * B * 2 >= filling_blocks:
+            splits = 1
+        unit = per_word
+    elif abs(r_stride) <= abs(k_stride):
+        kernel, block, column_blocks = SHORT_ROWS, (BLOCK, 1, 1), ceil_div(K, BLOCK)
+        splits, unit = 1, 1
+    else:
+        kernel, unit = COLS, 1
+        columns = builtins.min(COLS_TILE, _next_power_of_two(K))
+        column_blocks = ceil_div(K, columns)
+        if column_blocks * B >= multiprocessors:
+            # A block on every SM: no split, since folding the splits costs more than the loads
+            # in flight they add ((256, 256, 256) float32 over axis 1 on an H100: 4 splits
+            # folded 30.2 us, unsplit 31.0 us with 256 threads, 26.9 us with 512; torch.sum
+            # 27.4 us). COLS_BLOCK threads give columns of 256 two threads each (P).
+            block, splits = (columns, COLS_BLOCK // columns, 1), 1
+        else:
+            # Splits of BLOCK-thread blocks that fill one wave, each thread with four steps of
+            # eight rows or more ((8192, 8192) over axis 0: 32 column blocks, 33 splits).
+            block = (columns, BLOCK // columns, 1)
+            splits = builtins.min(
+                _splits_in_one_wave(blocks_per_wave(BLOCK, multiprocessors), column_blocks * B),
+                ceil_div(R, 32 * block[1]))
+    if not may_split:
+        splits = 1
+    splits = builtins.max(1, builtins.min(splits, MAX_GRID_YZ))
+    split = ceil_div(ceil_div(R, splits), unit) * unit
+    return _AxisShape(kernel, (column_blocks, ceil_div(R, split), builtins.min(B, MAX_GRID_YZ)),
+                      block, split)
+
+
+def _axis_launch(program: Program, source: int, target: int, op: str, read: numpy.dtype,
+                 acc: numpy.dtype, out: numpy.dtype, shape: _AxisShape, B: int, K: int, R: int,
+                 batch_stride: int, k_stride: int, r_stride: int,
+                 folded: int | None = None) -> None:
+    """Record the planned axis kernel: buffer ``target`` gets splits x B x K values, or with
+    ``folded`` (a (splits, B * K) buffer for the partials; column plans only) B x K values
+    from reduce_cols_folded."""
+    kernel = COLS_FOLDED if folded is not None else shape.kernel
+    instance = kernel.instance(op, read, acc, out)
+    for b0 in range(0, B, MAX_GRID_YZ):  # gridDim.z: at most 65535 batches a launch
+        args: tuple = ((source, b0 * batch_stride), (target, b0 * K), K, R, batch_stride,
+                       k_stride, r_stride, shape.split, B * K)
+        if folded is not None:
+            args += ((folded, b0 * K), TICKETS)
+        grid = (shape.grid[0], shape.grid[1], builtins.min(B - b0, MAX_GRID_YZ))
+        program.launch(Launch(SOURCE, instance, grid, shape.block), args, PLAN_NAME)
+
+
+def plan_partial(program: Program, source: int, shape: tuple, strides: tuple,
+                 dtype: numpy.dtype, axes: tuple[int, ...], op: str, acc: numpy.dtype,
+                 out: numpy.dtype, multiprocessors: int) -> int:
+    """Reduce buffer ``source`` (``shape``, element ``strides``) over ``axes``, leaving at least
+    one axis longer than 1; return the index of the C-contiguous result buffer of ``out``,
+    ``shape`` without ``axes``.
+
+    Reduced axes that do not merge into one stride are reduced a group at a time, the
+    innermost first, through intermediate buffers of ``acc``.
+    """
+    dims = [(n, st, (ax,)) for ax, (n, st) in enumerate(zip(shape, strides)) if n != 1]
+    reduced = merge_axes(sorted((d for d in dims if d[2][0] in axes), key=lambda d: -abs(d[1])))
+    out_shape = tuple(n for ax, n in enumerate(shape) if ax not in axes)
+    if len(reduced) > 1:  # e.g. axes (0, 2) of a 3-D array: reduce axis 2, then axis 0
+        inner = tuple(sorted(reduced[-1][2]))
+        middle_shape = tuple(n for ax, n in enumerate(shape) if ax not in inner)
+        middle = plan_partial(program, source, shape, strides, dtype, inner, op, acc, acc,
+                              multiprocessors)
+        rest = tuple(ax - builtins.sum(i < ax for i in inner) for ax in axes if ax not in inner)
+        return plan_partial(program, middle, middle_shape, c_strides(middle_shape), acc, rest,
+                            op, acc, out, multiprocessors)
+    kept = merge_axes([d for d in dims if d[2][0] not in axes])
+    if len(kept) > 2:  # the kept axes need three strides or more: copy into two
+        copied = program.copy(source, dtype)
+        return plan_partial(program, copied, shape, c_strides(shape), dtype, axes, op, acc, out,
+                            multiprocessors)
+    ((R, r_stride, _),) = reduced
+    (B, batch_stride, _), (K, k_stride, _) = [(1, 0, ())] * (2 - len(kept)) + kept
+    result = program.allocate(out_shape, out)
+    plan = _axis_shape(dtype.itemsize, B, K, R, k_stride, r_stride, True, multiprocessors)
+    if plan.splits == 1:
+        _axis_launch(program, source, result, op, dtype, acc, out, plan, B, K, R, batch_stride,
+                     k_stride, r_stride)
+        return result
+    # Split: (splits, B * K) partials, folded in the same launch by the column kernel, or by one
+    # column reduction over them (coalesced) after the row kernel.
+    partials = program.allocate((plan.splits, B * K), acc)
+    if plan.kernel is COLS:
+        _axis_launch(program, source, result, op, dtype, acc, out, plan, B, K, R, batch_stride,
+                     k_stride, r_stride, folded=partials)
+        return result
+    _axis_launch(program, source, partials, op, dtype, acc, acc, plan, B, K, R, batch_stride,
+                 k_stride, r_stride)
+    fold = _axis_shape(acc.itemsize, 1, B * K, plan.splits, 1, B * K, False, multiprocessors)
+    _axis_launch(program, partials, result, op, acc, acc, out, fold, 1, B * K, plan.splits, 0, 1,
+                 B * K)
+    return result

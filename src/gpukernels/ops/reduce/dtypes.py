@@ -1,0 +1,196 @@
+"""NumPy's dtype and axis rules for the reductions, and the kernels' accumulator choices.
+
+Everything here is host arithmetic on dtypes: the rungs and the axis plans use it to pick the
+dtype a kernel reads, the one it accumulates in and the one it writes, and the instance lists
+are enumerated from the same functions, so no instance is compiled that no call launches.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import warnings
+from typing import Any
+
+import numpy
+
+__all__ = ["OPERATORS", "C_TYPES", "reduction_result_dtype", "normalize_axis",
+           "accumulator", "writes", "to_result", "reachable"]
+
+#: The kernels' operator type of each reduction.
+OPERATORS = {"sum": "SumOp", "prod": "ProdOp", "min": "MinOp", "max": "MaxOp"}
+
+C_TYPES = {
+    numpy.dtype(numpy.bool_): "bool",
+    numpy.dtype(numpy.int8): "signed char",
+    numpy.dtype(numpy.int16): "short",
+    numpy.dtype(numpy.int32): "int",
+    numpy.dtype(numpy.int64): "long long",
+    numpy.dtype(numpy.uint8): "unsigned char",
+    numpy.dtype(numpy.uint16): "unsigned short",
+    numpy.dtype(numpy.uint32): "unsigned int",
+    numpy.dtype(numpy.uint64): "unsigned long long",
+    numpy.dtype(numpy.float16): "gk_half",
+    numpy.dtype(numpy.float32): "float",
+    numpy.dtype(numpy.float64): "double",
+    numpy.dtype(numpy.complex64): "gk_complex<float>",
+    numpy.dtype(numpy.complex128): "gk_complex<double>",
+}
+I64, U64, F16, F32, F64 = (numpy.dtype(t) for t in (numpy.int64, numpy.uint64, numpy.float16,
+                                                    numpy.float32, numpy.float64))
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_result_dtype(operation: str, dtype: numpy.dtype, requested: Any) -> numpy.dtype:
+    return _result_dtype(operation, dtype, requested)
+
+
+def reduction_result_dtype(operation: str, dtype: numpy.dtype, requested: Any = None) -> numpy.dtype:
+    """NumPy's result dtype for ``numpy.<operation>(x, dtype=requested)`` where ``x`` has ``dtype``.
+
+    Asks NumPy itself on a one-element array, so the rules (int32 -> int64, uint8 -> uint64,
+    bool -> int64 for sum and prod, float16 stays float16, min and max keep the input's dtype)
+    and the errors for impossible requests are NumPy's. Answers are cached: asking NumPy takes
+    microseconds, a visible share of a small reduction.
+
+    Examples
+    --------
+    >>> import numpy
+    >>> from gpukernels.ops.reduce.dtypes import reduction_result_dtype
+    >>> reduction_result_dtype("sum", numpy.dtype("int32")), reduction_result_dtype("max", numpy.dtype("uint8"))
+    (dtype('int64'), dtype('uint8'))
+    """
+    try:
+        return _cached_result_dtype(operation, dtype, requested)
+    except TypeError as error:
+        if "unhashable" not in str(error):
+            raise
+        return _result_dtype(operation, dtype, requested)
+
+
+def _result_dtype(operation: str, dtype: numpy.dtype, requested: Any = None) -> numpy.dtype:
+    if dtype.kind not in "biufc":
+        raise TypeError(f"{operation} supports bool, integer, float and complex dtypes, not {dtype}")
+    if operation in ("min", "max"):
+        if requested is not None:
+            raise TypeError(f"{operation} has no dtype argument; it keeps the input's dtype")
+        if dtype.kind == "c":
+            raise TypeError(f"{operation} of complex numbers is not supported; compare .real "
+                            "and .imag explicitly")
+        if dtype not in C_TYPES:
+            raise TypeError(f"{operation} does not support dtype {dtype}")
+        return dtype
+    if requested is not None and numpy.dtype(requested).kind not in "biufc":
+        raise TypeError(f"{operation} cannot produce dtype {numpy.dtype(requested)}")
+    result = getattr(numpy, operation)(numpy.ones(1, dtype=dtype), dtype=requested).dtype
+    if result not in C_TYPES:
+        raise TypeError(f"{operation} cannot produce dtype {result}")
+    return result
+
+
+def normalize_axis(axis: Any, ndim: int) -> tuple[int, ...]:
+    """``axis`` (None, int or tuple of ints) as sorted non-negative axes, with NumPy's errors.
+
+    Examples
+    --------
+    >>> from gpukernels.ops.reduce.dtypes import normalize_axis
+    >>> normalize_axis((-1, 0), 3), normalize_axis(None, 2)
+    ((0, 2), (0, 1))
+    """
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    normalized = []
+    for ax in axes:
+        if isinstance(ax, (bool, numpy.bool_)):  # NumPy refuses axis=True
+            raise TypeError(f"axis must be an integer or a tuple of integers, not {axis!r}")
+        try:
+            ax = operator.index(ax)
+        except TypeError:
+            raise TypeError(f"axis must be an integer or a tuple of integers, not {axis!r}") from None
+        if not -ndim <= ax < ndim:
+            raise numpy.exceptions.AxisError(ax, ndim)
+        normalized.append(ax % ndim)
+    if len(set(normalized)) != len(normalized):
+        raise ValueError("duplicate value in 'axis'")
+    return tuple(sorted(normalized))
+
+
+def accumulator(op: str, in_dtype: numpy.dtype, result_dtype: numpy.dtype,
+                float32_sums_in_float64: bool) -> tuple[numpy.dtype, numpy.dtype]:
+    """(dtype the kernel reads, accumulator dtype) for a reduction of ``in_dtype`` to
+    ``result_dtype``.
+
+    When the reading dtype differs from ``in_dtype`` the input is cast to it first, which is what
+    NumPy does for such requests (e.g. float64 data summed with dtype=float32). Integers
+    accumulate in uint64, where + and * wrap: truncating to the result width then gives NumPy's
+    wrap-around. float16 accumulates in float32; min and max compare in the input's own type
+    (float16 in float32, exactly). ``float32_sums_in_float64`` (the rungs above the seed's):
+    float32 sums accumulate in float64, more accurate than NumPy's pairwise float32 sum at no
+    cost to a memory-bound kernel.
+    """
+    kind = result_dtype.kind
+    if op in ("MinOp", "MaxOp"):
+        return in_dtype, (F32 if in_dtype == F16 else in_dtype)
+    if kind == "b":
+        return result_dtype, U64  # NumPy casts to bool first; sum/prod of 0/1 is nonzero iff any/all
+    if kind in "iu":
+        return (in_dtype if in_dtype.kind in "biu" else result_dtype), U64
+    if op == "SumOp":
+        if result_dtype == F64 and in_dtype.kind in "biuf":
+            return in_dtype, F64
+        if result_dtype == F32 and in_dtype == F32 and float32_sums_in_float64:
+            return in_dtype, F64
+    if result_dtype == F32 and in_dtype == F16:
+        return in_dtype, F32
+    if kind == "f":
+        return result_dtype, (F32 if result_dtype.itemsize <= 4 else F64)
+    return result_dtype, result_dtype  # complex
+
+
+def writes(op: str, read_dtype: numpy.dtype, acc_dtype: numpy.dtype, result_dtype: numpy.dtype,
+           full: bool) -> numpy.dtype:
+    """The dtype the last kernel of a reduction writes: the result dtype where it is one
+    conversion from the accumulator (float32 -> float16, float64 -> float32 sums; for full
+    reductions also uint64 -> int64, the same bits), so that no cast launch follows; else the
+    accumulator."""
+    outputs = [acc_dtype]
+    if acc_dtype == F32:
+        outputs.append(F16)  # float16 results accumulated in float32
+    if op == "SumOp" and acc_dtype == F64 and read_dtype in (F32, F64):
+        outputs.append(F32)  # float32 sums accumulated in float64
+    signed = read_dtype.kind in "bi" or read_dtype == U64
+    if full and op in ("SumOp", "ProdOp") and acc_dtype == U64 and signed:
+        outputs.append(I64)  # the uint64 accumulator's bits, as NumPy's wrap-around gives them
+    return result_dtype if result_dtype in outputs else acc_dtype
+
+
+def to_result(total: Any, result_dtype: numpy.dtype) -> Any:
+    """Accumulator values as NumPy's result dtype: integers truncated (wrap-around), bool as != 0."""
+    if result_dtype.kind == "b" and total.dtype != result_dtype:
+        return total != 0
+    if total.dtype == result_dtype:
+        return total
+    if total.dtype == U64:
+        total = total.view(numpy.int64)  # same bits; astype truncates to the result width
+    return total.astype(result_dtype, copy=False)
+
+
+@functools.cache
+def reachable(operation: str, float32_sums_in_float64: bool, full: bool) -> tuple:
+    """Every (read, accumulator, written) dtype triple a reduction can plan, over every input
+    dtype and every ``dtype=`` request NumPy accepts: the instance lists come from this."""
+    op = OPERATORS[operation]
+    requests = [None] if operation in ("min", "max") else [None, *C_TYPES]
+    triples = []
+    for in_dtype in C_TYPES:
+        for requested in requests:
+            try:
+                with warnings.catch_warnings():  # complex summed to a real dtype: NumPy warns
+                    warnings.simplefilter("ignore", numpy.exceptions.ComplexWarning)
+                    result = reduction_result_dtype(operation, in_dtype, requested)
+            except TypeError:
+                continue
+            read, acc = accumulator(op, in_dtype, result, float32_sums_in_float64)
+            triples.append((read, acc, writes(op, read, acc, result, full)))
+    return tuple(dict.fromkeys(triples))

@@ -1,0 +1,151 @@
+"""The launches of one reduction, planned once per input layout and replayed.
+
+Planning a reduction (result dtype, axes, layouts, grids, kernel instances) costs tens of
+microseconds of Python, as much as the kernels of a 10**7-element reduction. A
+:class:`Program` records it as steps over numbered buffers: buffer 0 is the input, the others
+are allocated when the program runs; :meth:`Program.run` only allocates and launches.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import numpy
+
+from ..._core import device as _device
+from ..._core.launch import Array, StreamArray
+
+__all__ = ["Program", "COUNTER", "PARTIALS", "TICKETS", "scratch"]
+
+
+class _Scratch:
+    """A stand-in in a program's launch arguments for a scratch buffer of the current device and
+    stream (see :func:`scratch`)."""
+
+    def __init__(self, name: str, position: int) -> None:
+        self.name, self.position = name, position
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: one_pass's block counter and partials, and reduce_cols_folded's tickets.
+COUNTER, PARTIALS, TICKETS = _Scratch("COUNTER", 0), _Scratch("PARTIALS", 1), _Scratch("TICKETS", 2)
+_SCRATCH_ITEM = 16  # bytes per partial: room for the widest accumulator (complex128)
+
+# one_pass needs a block counter that is 0 at launch and a buffer for the per-block partials,
+# neither shared by launches that may run concurrently: one pair per (device, stream), reused by
+# every launch there (launches on one stream run in order). Each launch leaves the counter at 0.
+_scratch: dict[tuple[int, int], tuple] = {}
+_scratch_lock = threading.Lock()
+
+
+def scratch(partials: int, tickets: int) -> tuple:
+    """(counter, partials, tickets) of the current device and stream: one_pass's block counter
+    and room for ``partials`` partials (raw bytes), and reduce_cols_folded's ``tickets``
+    counters, one per column tile (every launch leaves them at 0)."""
+    cupy = _device.cupy
+    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
+    found = _scratch.get(key)
+    if found is None:
+        with _scratch_lock:
+            found = _scratch.get(key)
+            if found is None:
+                found = _scratch[key] = (cupy.zeros(1, dtype=numpy.uint32),
+                                         cupy.empty(partials * _SCRATCH_ITEM, dtype=numpy.uint8),
+                                         cupy.zeros(tickets, dtype=numpy.uint32))
+    return found
+
+
+class Program:
+    """Steps over numbered buffers; buffer 0 is the input (of ``source_dtype``).
+
+    Parameters
+    ----------
+    source_dtype : numpy.dtype
+    scratch_sizes : tuple of 2 ints
+        The partials and tickets a launch of this device may need (see :func:`scratch`).
+    """
+
+    def __init__(self, source_dtype: numpy.dtype, scratch_sizes: tuple[int, int]) -> None:
+        self.buffers: list[tuple[tuple, numpy.dtype] | None] = [None]  # (shape, dtype); 0: input
+        self.steps: list[tuple] = []
+        self.source_dtype = source_dtype
+        self.scratch_sizes = scratch_sizes
+        self.simple: tuple | None = None  # (call, shape, dtype) of a one-launch program
+
+    def allocate(self, shape: tuple, dtype: numpy.dtype) -> int:
+        self.buffers.append((tuple(shape), numpy.dtype(dtype)))
+        return len(self.buffers) - 1
+
+    def copy(self, source: int, dtype: numpy.dtype) -> int:
+        """A C-contiguous copy of buffer ``source`` in ``dtype``."""
+        target = len(self.buffers)
+        self.buffers.append(None)
+        self.steps.append(("copy", source, target, numpy.dtype(dtype)))
+        return target
+
+    def launch(self, launch: Any, args: tuple, rung: str) -> None:
+        """Record a launch (a :class:`~gpukernels._core.launch.Launch`) with ``args``: ints become
+        int64 scalars; a buffer is ``(index, element offset)``; COUNTER, PARTIALS and TICKETS
+        are the current stream's scratch buffers when the program runs."""
+        self.steps.append(("launch", launch, tuple(args), rung))
+
+    def finish(self) -> None:
+        """Make the kernel calls (compiling lazily grouped instances now): after this, running
+        only allocates and launches. A call's arrays are the buffers, then pointers into buffers
+        at an offset (made on each run); the scratch buffers are the calls' stream arrays."""
+        count = len(self.buffers)
+        stream_arrays = functools.partial(scratch, *self.scratch_sizes)
+        steps = []
+        for step in self.steps:
+            if step[0] != "launch":
+                steps.append(step)
+                continue
+            _, launch, args, rung = step
+            slots, views = [], []
+            for arg in args:
+                if isinstance(arg, _Scratch):
+                    arg = StreamArray(arg.position)
+                elif isinstance(arg, tuple):
+                    buffer, offset = arg
+                    if offset:
+                        views.append((buffer, offset))
+                        arg = Array(count + len(views) - 1)
+                    else:
+                        arg = Array(buffer)
+                elif isinstance(arg, int):
+                    arg = numpy.int64(arg)
+                slots.append(arg)
+            steps.append(("launch", launch.call(tuple(slots), rung, stream_arrays), tuple(views)))
+        self.steps = steps
+        launches = [step for step in steps if step[0] == "launch"]
+        if len(self.buffers) == 2 and len(steps) == 1 and self.buffers[1] is not None \
+                and not launches[0][2]:
+            self.simple = (launches[0][1], *self.buffers[1])
+
+    def run(self, x: Any, result_index: int) -> Any:
+        simple = self.simple
+        if simple is not None:  # one launch into one new buffer: most reductions
+            call, shape, dtype = simple
+            result = _device.cupy.empty(shape, dtype)
+            call(x, result)
+            return result
+        cupy = _device.cupy
+        buffers = [x] + [None if spec is None else cupy.empty(spec[0], dtype=spec[1])
+                         for spec in self.buffers[1:]]
+        for step in self.steps:
+            if step[0] == "copy":
+                _, source, target, dtype = step
+                buffers[target] = buffers[source].astype(dtype, order="C", copy=False)
+                continue
+            _, call, views = step
+            if views:
+                call(*buffers, *(cupy.ndarray((1,), buffers[b].dtype,
+                                              memptr=buffers[b].data + offset * buffers[b].itemsize)
+                                 for b, offset in views))
+            else:
+                call(*buffers)
+        return buffers[result_index]

@@ -1,0 +1,181 @@
+"""The reduction ladder (full reductions): its rungs, their instances and their plans.
+
+sum, prod, min and max share the ladder: every kernel is templated on the operator. A rung's
+plan records its launches in a :class:`~.program.Program` for a :class:`Problem`; block sizes
+and the other launch numbers are set here and reach the kernels as template arguments.
+Reductions that keep some axes go to the row and column kernels of :mod:`.axis` instead.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy
+
+from ..._core.compile import KernelSource
+from ..._core.ladder import Ladder, Rung
+from ..._core.launch import Launch, ceil_div
+from . import dtypes
+from .program import COUNTER, PARTIALS, Program
+
+__all__ = ["Problem", "LADDER", "ReduceRung", "AUTO", "blocks_per_wave", "BLOCK",
+           "ONE_PASS_BLOCK", "one_pass_max_blocks"]
+
+SOURCE = KernelSource("reduce/reduce.cu")
+
+BLOCK = 256  # threads per block of two_pass, shuffle and the row kernels (a template argument)
+BLOCKS_PER_SM = 8  # BLOCK-thread blocks that fill an SM: enough warps to keep loads in flight
+# one_pass reads with two blocks of 1024 threads per SM, two streams of addresses instead of
+# eight (2^28 float32 on an H100: 1.010 of cupy.sum, was 0.994; benchmarks/NOTES.md, item 36).
+ONE_PASS_BLOCK = 1024
+# one_pass: whole waves of blocks, up to ONE_PASS_WAVES, each block one contiguous segment of at
+# least ONE_PASS_MIN_STEPS steps (a word or element per thread each: 128 KiB of 16-byte words),
+# so that SMs that run ahead take more blocks; small inputs keep one wave of longer segments.
+ONE_PASS_WAVES = 32
+ONE_PASS_MIN_STEPS = 8
+
+
+def blocks_per_wave(threads: int, multiprocessors: int) -> int:
+    """Blocks of ``threads`` threads that fill every SM once (BLOCKS_PER_SM * BLOCK threads)."""
+    return BLOCKS_PER_SM * BLOCK // threads * multiprocessors
+
+
+def one_pass_max_blocks(multiprocessors: int) -> int:
+    """The most blocks one_pass launches (the partials it needs room for)."""
+    return ONE_PASS_WAVES * blocks_per_wave(ONE_PASS_BLOCK, multiprocessors)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A full reduction: ``n`` elements of buffer ``source``, ``stride`` apart (in elements),
+    read as ``read``, combined in ``acc`` with the operator ``op`` (``"SumOp"``, ...), the one
+    value written as ``out`` into an array of ``out_shape``."""
+
+    op: str
+    n: int
+    stride: int
+    read: numpy.dtype
+    acc: numpy.dtype
+    out: numpy.dtype
+    out_shape: tuple
+    multiprocessors: int
+    source: int = 0
+
+
+def _instance(kernel: str, op: str, read: numpy.dtype, acc: numpy.dtype, out: numpy.dtype,
+              block: int) -> str:
+    c = dtypes.C_TYPES
+    return f"{kernel}<{op}, {c[read]}, {c[acc]}, {c[out]}, {block}>"
+
+
+def _per_thread(p: Problem, vector_loads: bool) -> int:
+    """Elements one thread takes per step: a 16-byte word for the vector rungs on contiguous
+    input, else one."""
+    return builtins.max(1, 16 // p.read.itemsize) if vector_loads and p.stride == 1 else 1
+
+
+def _two_launches(program: Program, p: Problem, kernel: str, rung: str, per_thread: int) -> int:
+    """A wave of blocks writes per-block partials, then one block reduces them (a single block
+    when one is enough)."""
+    blocks = builtins.min(ceil_div(p.n, BLOCK * per_thread),
+                          blocks_per_wave(BLOCK, p.multiprocessors))
+    result = program.allocate(p.out_shape, p.out)
+    if blocks == 1:
+        program.launch(Launch(SOURCE, _instance(kernel, p.op, p.read, p.acc, p.out, BLOCK),
+                              (1, 1, 1), (BLOCK, 1, 1)),
+                       ((p.source, 0), (result, 0), p.n, p.stride), rung)
+        return result
+    partials = program.allocate((blocks,), p.acc)
+    program.launch(Launch(SOURCE, _instance(kernel, p.op, p.read, p.acc, p.acc, BLOCK),
+                          (blocks, 1, 1), (BLOCK, 1, 1)),
+                   ((p.source, 0), (partials, 0), p.n, p.stride), rung)
+    program.launch(Launch(SOURCE, _instance(kernel, p.op, p.acc, p.acc, p.out, BLOCK),
+                          (1, 1, 1), (BLOCK, 1, 1)),
+                   ((partials, 0), (result, 0), blocks, 1), rung)
+    return result
+
+
+def plan_two_pass(program: Program, p: Problem) -> int:
+    return _two_launches(program, p, "reduce_two_pass", "two_pass", 1)
+
+
+def plan_shuffle(program: Program, p: Problem) -> int:
+    return _two_launches(program, p, "reduce_shuffle", "shuffle", _per_thread(p, True))
+
+
+def one_pass_segments(n: int, step: int, multiprocessors: int) -> tuple[int, int]:
+    """(blocks, segment length in elements) of one_pass over ``n`` elements, ``step`` elements
+    per block step: segments of whole steps (a block's first word is then as aligned as the
+    input's: segments of whole 16-byte words but not whole steps ran 1-3% slower); as many
+    whole waves of blocks as give each block ONE_PASS_MIN_STEPS steps or more, at least one
+    and at most ONE_PASS_WAVES. A partial last wave of a few blocks would hold the GPU for a
+    whole block's time while most SMs idle, since every block has the same work."""
+    steps = builtins.max(1, ceil_div(n, step))
+    one_wave = blocks_per_wave(ONE_PASS_BLOCK, multiprocessors)
+    waves = builtins.max(1, builtins.min(ONE_PASS_WAVES, steps // (ONE_PASS_MIN_STEPS * one_wave)))
+    segment_steps = ceil_div(steps, builtins.min(steps, waves * one_wave))
+    return ceil_div(steps, segment_steps), segment_steps * step
+
+
+def plan_one_pass(program: Program, p: Problem) -> int:
+    """Blocks of ONE_PASS_BLOCK threads over contiguous segments; the last block to finish
+    folds the partials (one launch)."""
+    blocks, segment = one_pass_segments(p.n, ONE_PASS_BLOCK * _per_thread(p, True),
+                                        p.multiprocessors)
+    result = program.allocate(p.out_shape, p.out)
+    program.launch(Launch(SOURCE, _instance("reduce_one_pass", p.op, p.read, p.acc, p.out,
+                                            ONE_PASS_BLOCK), (blocks, 1, 1), (ONE_PASS_BLOCK, 1, 1)),
+                   ((p.source, 0), (result, 0), p.n, p.stride, segment, PARTIALS, COUNTER),
+                   "one_pass")
+    return result
+
+
+@dataclass(frozen=True, eq=False)
+class ReduceRung(Rung):
+    """A rung of the reduction ladder; ``float32_sums_in_float64`` says whether its float32 sums
+    accumulate in float64 (see :func:`.dtypes.accumulator`)."""
+
+    float32_sums_in_float64: bool = True
+
+
+def _groups(kernel: str, block: int, passes: Callable, eager: bool, wide: bool = True) -> tuple:
+    """A group per operator of the instances ``passes(read, acc, out)`` gives, over every
+    (read, accumulator, written) triple that operator can plan (``wide``: float32 sums in
+    float64)."""
+    groups = []
+    for operation, op in dtypes.OPERATORS.items():
+        instances = [_instance(kernel, op, source, acc, out, block)
+                     for read, acc, written in dtypes.reachable(operation, wide, True)
+                     for source, out in passes(read, acc, written)]
+        groups.append(SOURCE.add(f"{kernel} {operation}", instances, eager=eager))
+    return tuple(groups)
+
+
+def _two_launch_passes(read, acc, written):
+    """One block straight to the result; or partials, then the partials to the result."""
+    return ((read, written), (read, acc), (acc, written))
+
+
+LADDER = Ladder("reduce", (
+    ReduceRung("two_pass",
+               "grid-stride register sums, shared-memory tree, second launch over partials",
+               SOURCE, "reduce_two_pass",
+               _groups("reduce_two_pass", BLOCK, _two_launch_passes, eager=False, wide=False),
+               plan_two_pass, float32_sums_in_float64=False),
+    ReduceRung("shuffle",
+               "16-byte loads and warp shuffles (one barrier per block); still two launches",
+               SOURCE, "reduce_shuffle",
+               _groups("reduce_shuffle", BLOCK, _two_launch_passes, eager=False),
+               plan_shuffle),
+    ReduceRung("one_pass",
+               "a contiguous segment per block, up to 32 waves; the last block folds the "
+               "partials: a single launch",
+               SOURCE, "reduce_one_pass",
+               _groups("reduce_one_pass", ONE_PASS_BLOCK,
+                       lambda read, acc, written: ((read, written),), eager=True),
+               plan_one_pass),
+))
+#: ``method="auto"`` for full reductions.
+AUTO = LADDER["one_pass"]

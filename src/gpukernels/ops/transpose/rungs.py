@@ -1,0 +1,361 @@
+"""The transpose ladder: its rungs, their instances, and their plans (launch geometry).
+
+Every number that shapes a launch (tiles, threads, shared memory) is set here and reaches the
+kernel as a template argument; the kernels in ``kernels/transpose/`` static_assert what follows
+from them. A plan maps a :class:`Problem` (one launch's worth of matrices) to a
+:class:`~gpukernels._core.launch.Launch`; :func:`choose` is ``method="auto"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..._core.compile import KernelSource
+from ..._core.ladder import Ladder, Needs, Rung
+from ..._core.launch import INDEX_SCALARS, MAX_GRID_YZ, Launch, ceil_div
+
+__all__ = ["Problem", "LADDER", "choose", "CARRIERS", "copy_launch", "SOURCE", "WORDS_SOURCE"]
+
+SOURCE = KernelSource("transpose/transpose.cu")
+WORDS_SOURCE = KernelSource("transpose/words.cu")
+INDEXES = tuple(INDEX_SCALARS)  # "int", then "long long": the 64-bit instances compile lazily
+
+# A transpose moves bits, so one instance serves every dtype of an item size.
+CARRIERS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
+            8: "unsigned long long", 16: "gk_bytes16"}
+SECTOR_BYTES = 32  # the unit of DRAM access: an output row starting inside one needs SKEW
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One launch of a transpose: ``batch`` (at most 65535) matrices of ``rows`` x ``cols``.
+
+    Attributes
+    ----------
+    itemsize : int
+        Bytes per element.
+    batch, rows, cols : int
+    strides : tuple of 3 ints
+        The input's strides in elements: (batch, row, column); any sign.
+    in_address, out_address : int
+        The input's and the output's addresses modulo 256 (what alignment decisions read).
+    capability : int
+        The device's compute capability (90 for 9.0).
+    index : str
+        The kernels' index type, ``"int"`` or ``"long long"``.
+    """
+
+    itemsize: int
+    batch: int
+    rows: int
+    cols: int
+    strides: tuple[int, int, int]
+    in_address: int
+    out_address: int
+    capability: int
+    index: str
+
+    @property
+    def unit_columns(self) -> bool:
+        """The input's rows are contiguous (or one column wide)."""
+        return self.strides[2] == 1 or self.cols == 1
+
+
+# --- rungs 1 and 2: naive, naive_col ---------------------------------------------------------------
+
+NAIVE_THREADS = 256
+#: Threads along x of the naive rungs' 256-thread blocks, per item size. The width sets what a warp
+#: touches: `width` elements of each of 32 / width rows. 16 x 16 blocks (the bandwidth study's)
+#: reach 0.30 (naive) and 0.57 (naive_col) of a copy for float32 at 8192^2 on an H100; these
+#: widths, the best of 1 to 64 measured over 8192^2 and 8191x8193 for every item size, reach 0.61
+#: and 0.65 (benchmarks/NOTES.md, item 19).
+NAIVE_WIDTH = {1: 4, 2: 4, 4: 4, 8: 4, 16: 4}
+NAIVE_COL_WIDTH = {1: 16, 2: 16, 4: 8, 8: 8, 16: 8}
+
+
+def _naive_instance(kernel: str, itemsize: int, index: str) -> str:
+    return f"{kernel}<{CARRIERS[itemsize]}, {index}>"
+
+
+def _plan_naive(p: Problem, kernel: str, width: int, x_extent: int, y_extent: int) -> Launch:
+    block = (width, NAIVE_THREADS // width, 1)
+    grid = (ceil_div(x_extent, block[0]), min(ceil_div(y_extent, block[1]), MAX_GRID_YZ), p.batch)
+    return Launch(SOURCE, _naive_instance(kernel, p.itemsize, p.index), grid, block)
+
+
+def plan_naive(p: Problem) -> Launch:
+    """x walks the input's columns, y its rows (a grid-stride loop)."""
+    return _plan_naive(p, "transpose_naive", NAIVE_WIDTH[p.itemsize], p.cols, p.rows)
+
+
+def plan_naive_col(p: Problem) -> Launch:
+    """x walks the input's rows (the output's columns), y its columns."""
+    return _plan_naive(p, "transpose_naive_col", NAIVE_COL_WIDTH[p.itemsize], p.rows, p.cols)
+
+
+# --- rung 3: shared ---------------------------------------------------------------------------------
+
+SHARED_TILE = 32
+SHARED_ROWS = 8  # threads per tile column: each thread moves SHARED_TILE / SHARED_ROWS elements
+
+
+def _shared_instance(itemsize: int, index: str) -> str:
+    return f"transpose_shared<{CARRIERS[itemsize]}, {index}, {SHARED_TILE}, {SHARED_ROWS}>"
+
+
+def plan_shared(p: Problem) -> Launch:
+    """A block per SHARED_TILE x SHARED_TILE tile."""
+    grid = (ceil_div(p.cols, SHARED_TILE), min(ceil_div(p.rows, SHARED_TILE), MAX_GRID_YZ),
+            p.batch)
+    return Launch(SOURCE, _shared_instance(p.itemsize, p.index), grid,
+                  (SHARED_TILE, SHARED_ROWS, 1))
+
+
+# --- rung 4: vector ---------------------------------------------------------------------------------
+
+#: transpose_vector configurations per item size, best first: (V, TILE, ROWS). V x V element
+#: blocks make 16-byte words (4-byte words as the second choice for 1- and 2-byte items); V = 1,
+#: the last choice, runs on any shape and strides. Measured on an H100 (benchmarks/NOTES.md,
+#: items 8 and 25).
+VECTOR_CONFIGS = {
+    1: ((16, 8, 8), (4, 32, 8), (1, 32, 8)),
+    2: ((8, 16, 16), (2, 32, 8), (1, 32, 8)),
+    4: ((4, 16, 16), (1, 32, 8)),
+    8: ((1, 32, 16),),
+    16: ((1, 32, 8),),
+}
+#: With SKEW, V = 1 tiles are taller, (TILE, ROWS, TALL) per item size: the E - 1 extra block
+#: rows a SKEW tile stages are then a smaller share (item 25). Other SKEW tiles take TALL from
+#: :func:`vector_tall`.
+SKEW_SCALAR_CONFIGS = {1: (32, 8, 4), 2: (32, 16, 2), 4: (32, 32, 8), 8: (32, 16, 4),
+                       16: (32, 8, 2)}
+#: Largest static shared memory a SKEW tile may take when it is made taller (TALL > 1).
+TALL_SHARED_BYTES = 40 * 1024
+
+
+def vector_tall(itemsize: int, config: tuple[int, int, int], skew: bool) -> int:
+    """TALL of transpose_vector: tile rows per tile column. A SKEW tile stages E - 1 extra block
+    rows; a taller tile makes them a smaller share, as long as it fits TALL_SHARED_BYTES."""
+    if not skew:
+        return 1
+    vector, tile, threads_y = config
+    if vector == 1 and SKEW_SCALAR_CONFIGS[itemsize][:2] == (tile, threads_y):
+        return SKEW_SCALAR_CONFIGS[itemsize][2]
+    word = vector * itemsize
+    sector_words = 1 if word >= SECTOR_BYTES else SECTOR_BYTES // word
+    for tall in (4, 2):
+        pitch = (tall * tile + sector_words - 1) | 1
+        if vector * tile * pitch * word <= TALL_SHARED_BYTES:
+            return tall
+    return 1
+
+
+def vector_launched_config(itemsize: int, config: tuple[int, int, int],
+                           skew: bool) -> tuple[int, int, int]:
+    """The (V, TILE, ROWS) launched for a chosen VECTOR_CONFIGS entry: V = 1 with SKEW takes
+    its taller tile's TILE and ROWS from SKEW_SCALAR_CONFIGS."""
+    if skew and config[0] == 1:
+        return (1, *SKEW_SCALAR_CONFIGS[itemsize][:2])
+    return config
+
+
+def vector_instance(itemsize: int, index: str, config: tuple[int, int, int], skew: bool) -> str:
+    vector, tile, threads_y = config
+    return (f"transpose_vector<{CARRIERS[itemsize]}, {index}, {vector}, {tile}, {threads_y}, "
+            f"{'true' if skew else 'false'}, {vector_tall(itemsize, config, skew)}>")
+
+
+def vector_config(p: Problem) -> tuple[tuple[int, int, int], bool]:
+    """The transpose_vector configuration for a problem, and whether it needs SKEW.
+
+    V > 1 needs contiguous input rows, rows and cols that are multiples of V, and every word
+    aligned to V * itemsize bytes (strides and both base addresses); otherwise a smaller V.
+    """
+    batch_stride, row_stride, col_stride = p.strides
+    for config in VECTOR_CONFIGS[p.itemsize]:
+        vector = config[0]
+        word = vector * p.itemsize
+        if vector == 1 or (
+                col_stride == 1 and p.rows % vector == 0 and p.cols % vector == 0
+                and row_stride % vector == 0 and batch_stride % vector == 0
+                and p.in_address % word == 0 and p.out_address % word == 0):
+            break
+    skew = not ((p.rows * p.itemsize) % SECTOR_BYTES == 0 and p.out_address % SECTOR_BYTES == 0)
+    return vector_launched_config(p.itemsize, config, skew), skew
+
+
+def plan_vector(p: Problem) -> Launch:
+    """A block per tile of TALL * TILE x TILE blocks of V x V elements; with SKEW one extra row
+    tile (see kernels/transpose/transpose.cu)."""
+    config, skew = vector_config(p)
+    vector, tile, threads_y = config
+    tile_rows = tile * vector_tall(p.itemsize, config, skew)
+    row_tiles = ceil_div(p.rows // vector, tile_rows) + (1 if skew else 0)
+    grid = (ceil_div(p.cols // vector, tile), min(row_tiles, MAX_GRID_YZ), p.batch)
+    return Launch(SOURCE, vector_instance(p.itemsize, p.index, config, skew), grid,
+                  (tile, threads_y, 1))
+
+
+def _vector_instances(index: str) -> list[str]:
+    return list(dict.fromkeys(
+        vector_instance(size, index, vector_launched_config(size, config, skew), skew)
+        for size, configs in VECTOR_CONFIGS.items() for config in configs
+        for skew in (False, True)))
+
+
+# --- rungs 5 and 6: words, words_async (kernels/transpose/words.cu) ----------------------------------
+
+#: The word kernels' tile: 256 bytes of output rows (input rows) by 128 bytes of input columns.
+WORD_TILE_ROW_BYTES = 256
+WORD_TILE_COL_BYTES = 128
+WORD_ITEMSIZES = (1, 2)
+WORDS_THREADS = 256
+#: transpose_words' (LOAD_GROUPS, MIN_BLOCKS) per item size: groups of 4 / itemsize rows a warp
+#: loads before using any, and the blocks per SM its registers are bounded for.
+WORDS_CONFIGS = {1: (3, 4), 2: (3, 8)}
+WORDS_ASYNC_ITEMSIZES = (1,)
+WORDS_ASYNC_THREADS = 512
+WORDS_ASYNC_CAPABILITY = 80  # cp.async
+#: words_async's raw rows: 9 chunks of 16 bytes each (a 128-byte stretch starts anywhere in its
+#: first chunk), and the `low` half of the tile, 40 words of each column padded to 41.
+WORDS_ASYNC_CHUNKS = 9
+WORDS_ASYNC_HALF_PITCH = 41
+
+
+def word_tile(itemsize: int) -> tuple[int, int]:
+    """(TR, TC): input rows and columns of a word tile."""
+    return WORD_TILE_ROW_BYTES // itemsize, WORD_TILE_COL_BYTES // itemsize
+
+
+def words_async_shared_bytes(itemsize: int) -> int:
+    """Dynamic shared memory of transpose_words_async: the staged rows (TR + one sector's worth)
+    of raw chunks, then `low` (the kernel's static_assert checks the same sum)."""
+    staged_rows = (WORD_TILE_ROW_BYTES + SECTOR_BYTES) // itemsize
+    tile_cols = word_tile(itemsize)[1]
+    return staged_rows * WORDS_ASYNC_CHUNKS * 16 + tile_cols * WORDS_ASYNC_HALF_PITCH * 4
+
+
+def _words_instance(itemsize: int, index: str) -> str:
+    load_groups, min_blocks = WORDS_CONFIGS[itemsize]
+    rows, cols = word_tile(itemsize)
+    return (f"transpose_words<{CARRIERS[itemsize]}, {index}, {WORDS_THREADS}, {rows}, {cols}, "
+            f"{load_groups}, {min_blocks}>")
+
+
+def _words_async_instance(itemsize: int, index: str) -> str:
+    rows, cols = word_tile(itemsize)
+    return (f"transpose_words_async<{CARRIERS[itemsize]}, {index}, {WORDS_ASYNC_THREADS}, {rows}, "
+            f"{cols}, {words_async_shared_bytes(itemsize)}>")
+
+
+def _check_words(p: Problem, rung: str, itemsizes: tuple[int, ...]) -> None:
+    if p.itemsize not in itemsizes:
+        sizes = " and ".join(f"{size}-byte" for size in itemsizes)
+        raise TypeError(f"the transpose rung {rung!r} moves {sizes} elements; this one has "
+                        f"{p.itemsize} bytes: use 'vector' or 'auto'")
+    if not p.unit_columns:
+        raise ValueError(f"the transpose rung {rung!r} reads rows of contiguous elements; this "
+                         "input's columns are strided: use 'vector' or 'auto'")
+
+
+def plan_words(p: Problem) -> Launch:
+    """A block per tile of TR x TC, one more row tile for the SKEW rows before row 0."""
+    _check_words(p, "words", WORD_ITEMSIZES)
+    rows, cols = word_tile(p.itemsize)
+    grid = (ceil_div(p.cols, cols), min(ceil_div(p.rows, rows) + 1, MAX_GRID_YZ), p.batch)
+    return Launch(WORDS_SOURCE, _words_instance(p.itemsize, p.index), grid, (WORDS_THREADS, 1, 1))
+
+
+def plan_words_async(p: Problem) -> Launch:
+    """A block per tile: tile t stages rows [TR t, TR t + TR + SECTOR), and the last one reaches
+    the last row, so there are max(1, ceil((rows - SECTOR) / TR)) row tiles."""
+    _check_words(p, "words_async", WORDS_ASYNC_ITEMSIZES)
+    if p.capability < WORDS_ASYNC_CAPABILITY:
+        raise ValueError(f"the transpose rung 'words_async' needs compute capability "
+                         f"{WORDS_ASYNC_CAPABILITY / 10:.1f} (cp.async); this GPU has "
+                         f"{p.capability / 10:.1f}: use 'words' or 'auto'")
+    rows, cols = word_tile(p.itemsize)
+    extra = SECTOR_BYTES // p.itemsize
+    row_tiles = max(1, ceil_div(p.rows - extra, rows))
+    shared = words_async_shared_bytes(p.itemsize)
+    grid = (ceil_div(p.cols, cols), min(row_tiles, MAX_GRID_YZ), p.batch)
+    return Launch(WORDS_SOURCE, _words_async_instance(p.itemsize, p.index), grid,
+                  (WORDS_ASYNC_THREADS, 1, 1), shared)
+
+
+# --- the ladder ---------------------------------------------------------------------------------------
+
+def _groups(source: KernelSource, label: str,
+            instances: Callable[[str], list[str]]) -> tuple:
+    """An eager group of the 32-bit index instances and a lazy one of the 64-bit ones."""
+    return tuple(source.add(f"{label} {index}", instances(index), eager=index == "int")
+                 for index in INDEXES)
+
+
+LADDER = Ladder("transpose", (
+    Rung("naive", "one thread per element: coalesced row reads, strided column writes",
+         SOURCE, "transpose_naive",
+         _groups(SOURCE, "naive", lambda index: [
+             _naive_instance("transpose_naive", size, index) for size in CARRIERS]),
+         plan_naive),
+    Rung("naive_col", "indices swapped: strided column reads, coalesced row writes",
+         SOURCE, "transpose_naive_col",
+         _groups(SOURCE, "naive_col", lambda index: [
+             _naive_instance("transpose_naive_col", size, index) for size in CARRIERS]),
+         plan_naive_col),
+    Rung("shared", "32x32 tile through padded shared memory: reads and writes both coalesced; "
+                   "32x8 threads, 4 elements each",
+         SOURCE, "transpose_shared",
+         _groups(SOURCE, "shared", lambda index: [_shared_instance(size, index)
+                                                  for size in CARRIERS]),
+         plan_shared),
+    Rung("vector", "VxV element blocks transposed in registers: 16-byte (or 4-byte) words on "
+                   "every global access; unaligned output rows written in whole 32-byte sectors",
+         SOURCE, "transpose_vector", _groups(SOURCE, "vector", _vector_instances), plan_vector),
+    Rung("words", "1- and 2-byte rows that are not whole words: aligned 4-byte words shifted "
+                  "per row, through a column-major tile",
+         WORDS_SOURCE, "transpose_words",
+         _groups(WORDS_SOURCE, "words", lambda index: [_words_instance(size, index)
+                                                       for size in WORD_ITEMSIZES]),
+         plan_words,
+         Needs(dtypes="1- and 2-byte elements", layout="rows of contiguous elements")),
+    Rung("words_async", "words for 1-byte rows, copied to shared memory by cp.async in 16-byte "
+                        "chunks; 16 warps a block",
+         WORDS_SOURCE, "transpose_words_async",
+         _groups(WORDS_SOURCE, "words_async", lambda index: [
+             _words_async_instance(size, index) for size in WORDS_ASYNC_ITEMSIZES]),
+         plan_words_async,
+         Needs(capability=WORDS_ASYNC_CAPABILITY, dtypes="1-byte elements",
+               layout="rows of contiguous elements")),
+))
+VECTOR, WORDS, WORDS_ASYNC = LADDER["vector"], LADDER["words"], LADDER["words_async"]
+
+
+def choose(p: Problem) -> Rung:
+    """``method="auto"``: the vector rung, except for 1- and 2-byte rows that are not whole words
+    (where its V falls to 1): those go to words_async (1-byte, sm_80 and newer) or words.
+    Measured on an H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92 (words) of a
+    copy, against 0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items 30-35)."""
+    config, _ = vector_config(p)
+    if config[0] > 1 or p.itemsize not in WORD_ITEMSIZES or not p.unit_columns:
+        return VECTOR
+    if p.itemsize in WORDS_ASYNC_ITEMSIZES and p.capability >= WORDS_ASYNC_CAPABILITY:
+        return WORDS_ASYNC
+    return WORDS
+
+
+# --- the benchmark's copy kernels (not rungs) ----------------------------------------------------------
+
+COPY_BLOCK = (16, 16)  # the bandwidth study's block, kept for its copy kernels
+COPY_KINDS = ("row", "col")
+SOURCE.add("copies", [f"copy_{kind}<{CARRIERS[size]}, {index}>" for kind in COPY_KINDS
+                      for size in CARRIERS for index in INDEXES], eager=False)
+
+
+def copy_launch(kind: str, itemsize: int, rows: int, cols: int, index: str) -> Launch:
+    """The bandwidth study's row- or column-order copy of a rows x cols matrix."""
+    x_extent, y_extent = (cols, rows) if kind == "row" else (rows, cols)
+    grid = (ceil_div(x_extent, COPY_BLOCK[0]), min(ceil_div(y_extent, COPY_BLOCK[1]), MAX_GRID_YZ),
+            1)
+    return Launch(SOURCE, f"copy_{kind}<{CARRIERS[itemsize]}, {index}>", grid, (*COPY_BLOCK, 1))

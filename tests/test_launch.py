@@ -1,0 +1,83 @@
+"""The parameter block of a planned launch (KernelCall), without a GPU: the driver call is
+replaced by one that reads back what cuLaunchKernel would read."""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+
+import numpy
+import pytest
+
+from gpukernels._core import launch as _launch
+
+
+class FakeKernel:
+    max_threads_per_block = 1024
+
+    def __init__(self) -> None:
+        self.kernel = SimpleNamespace(ptr=0xF00)  # a CuPy kernel's CUfunction
+
+
+class FakeSource:
+    path = "fake.cu"
+
+    def __init__(self) -> None:
+        self.kernel = FakeKernel()
+
+    def function(self, instance):
+        return self.kernel
+
+
+def fake_array(address: int):
+    return SimpleNamespace(data=SimpleNamespace(ptr=address))
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    """Launches land here: (function, grid, block, shared memory, stream, the 8-byte words the
+    parameter pointers point at)."""
+    launched = []
+    stream = SimpleNamespace(ptr=0)
+
+    def launch_kernel(function, gx, gy, gz, bx, by, bz, shared, stream_ptr, params, extra):
+        count = len(launched_args[0])
+        pointers = (ctypes.c_uint64 * count).from_address(params)
+        words = [ctypes.c_uint64.from_address(p).value for p in pointers]
+        launched.append((function, (gx, gy, gz), (bx, by, bz), shared, stream_ptr, words))
+
+    launched_args: list = [()]
+    monkeypatch.setattr(_launch, "_launch_kernel", launch_kernel)
+    monkeypatch.setattr(_launch, "_current_stream", lambda: stream)
+    return SimpleNamespace(launched=launched, stream=stream, args=launched_args)
+
+
+def test_arrays_scalars_and_stream_arrays_reach_the_parameter_block(driver):
+    per_stream_calls = []
+
+    def stream_arrays():
+        per_stream_calls.append(driver.stream.ptr)
+        return (fake_array(0x1000 + driver.stream.ptr), fake_array(0x2000 + driver.stream.ptr))
+
+    args = (_launch.Array(0), numpy.int32(7), _launch.StreamArray(1), _launch.Array(1),
+            numpy.int64(-2), _launch.StreamArray(0))
+    driver.args[0] = args
+    call = _launch.KernelCall(FakeSource(), "fake<int>", (3, 2, 1), (64, 1, 1), args,
+                              shared_mem=128, rung="fake", stream_arrays=stream_arrays)
+    call(fake_array(0xA0), fake_array(0xB0))
+    call(fake_array(0xA8), fake_array(0xB8))
+    driver.stream.ptr = 0x50
+    call(fake_array(0xC0), fake_array(0xD0))
+
+    first, second, third = driver.launched
+    assert first[:5] == (0xF00, (3, 2, 1), (64, 1, 1), 128, 0)
+    assert first[5] == [0xA0, 7, 0x2000, 0xB0, 2**64 - 2, 0x1000]
+    assert second[5] == [0xA8, 7, 0x2000, 0xB8, 2**64 - 2, 0x1000]
+    assert third[4] == 0x50 and third[5] == [0xC0, 7, 0x2050, 0xD0, 2**64 - 2, 0x1050]
+    assert per_stream_calls == [0, 0x50]  # looked up again only when the stream changed
+
+
+def test_stream_arrays_are_required_when_named():
+    with pytest.raises(TypeError, match="stream_arrays"):
+        _launch.KernelCall(FakeSource(), "fake<int>", (1, 1, 1), (32, 1, 1),
+                           (_launch.StreamArray(0),))
