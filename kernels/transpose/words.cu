@@ -50,7 +50,8 @@
 // 256 threads: grid (ceil(cols / TC), row tiles + 1 (grid-stride), batch).
 // Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.83 and float16 0.90,
 // against 0.45 and 0.72 with V = 1 (benchmarks/NOTES.md, items 30 and 31); float16 0.92 with
-// whole-line loads (item 35).
+// whole-line loads (item 35). Tiles followed by less than a word of their rows take the checked
+// path (item 42): int8 0.77, float16 0.91 (2026-11-23).
 // ---------------------------------------------------------------------------------------------
 // Aligned word i of a row stretch that starts `shift` bytes into a word: the stretch's bytes
 // [4i - shift, 4i - shift + 4), of which the first `valid` exist in this tile. Read as one word
@@ -155,7 +156,9 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
     const Index c0 = (Index)blockIdx.x * TC;
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
-    const bool right_edge = ncols < TC || c0 + TC == cols;
+    // Whole words may reach up to 3 bytes past the tile's columns: only where a word of the row
+    // follows (else the last row's words could pass the array's end).
+    const bool right_edge = ncols < TC || (cols - c0 - TC) * E < 4;
     const long long row_bytes = (long long)in_row_stride * E;  // signed
     const Index row_tiles = (rows + TR - 1) / TR + 1;
     unsigned* const lane_column = tile + lane * PITCH;  // + n * 32 * PITCH: tile column 32 n + lane
