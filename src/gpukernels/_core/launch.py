@@ -24,7 +24,7 @@ from . import device as _device
 __all__ = ["Launch", "KernelCall", "Array", "StreamArray", "LaunchRecord", "record_launches",
            "PLANS", "PlanCache", "ceil_div", "index_type", "span", "prepare_out", "finish_out",
            "INDEX_SCALARS", "MAX_GRID_X", "MAX_GRID_YZ", "allow_shared_memory", "track_launches",
-           "force_index_limit"]
+           "force_index_limit", "dry_run"]
 
 # CUDA's grid limits: gridDim.x up to 2^31 - 1, gridDim.y and gridDim.z up to 65535.
 MAX_GRID_X = 2**31 - 1
@@ -143,6 +143,13 @@ def record_launches(*, dry_run: bool = False) -> Iterator[list[LaunchRecord]]:
         yield records
     finally:
         _recorder.state = saved
+
+
+def dry_run() -> bool:
+    """Whether this thread's launches are switched off (inside ``record_launches(dry_run=True)``):
+    a wrapper then skips the CuPy work that would read its kernels' unwritten outputs."""
+    state = getattr(_recorder, "state", None)
+    return state is not None and state[1]
 
 
 @dataclass(frozen=True)

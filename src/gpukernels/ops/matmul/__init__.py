@@ -23,6 +23,7 @@ from ..._core.launch import (
     Array,
     KernelCall,
     ceil_div,
+    dry_run,
     finish_out,
     index_type,
     prepare_out,
@@ -164,8 +165,8 @@ class _Plan:
                     call(*(_at(x, offset) for x, offset in zip((a, b, c), offsets)))
                 else:
                     call(a, b, c)
-        if not self.in_place:  # 4. Narrow: float16 rounded once, integers modulo 2^width, bool
-            _narrow(c, result)
+        if not self.in_place and not dry_run():  # 4. Narrow: float16 rounded once, integers
+            _narrow(c, result)  # modulo 2^width, bool
 
 
 def _at(array: Any, offset: int) -> Any:
