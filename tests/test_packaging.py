@@ -103,3 +103,32 @@ def test_installed_wheel_finds_its_kernels(wheel, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
     assert proc.stdout.startswith("OK")
+
+
+def test_sdist_carries_the_tests_scripts_and_notebook(tmp_path):
+    """The source distribution can run the test suite and the tools: MANIFEST.in."""
+    src = tmp_path / "src" / "gpukernels"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis",
+        ".scratch", ".whl", "*.whl", ".venv", "venv", ".baseline"))
+    out = tmp_path / "dist"
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(out), str(src)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, f"sdist build failed:\n{proc.stdout}\n{proc.stderr}"
+    (sdist,) = out.glob("gpukernels-*.tar.gz")
+    import tarfile
+
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    tracked = [path.relative_to(ROOT).as_posix() for folder in ("tests", "scripts", "notebooks",
+                                                                 "kernels")
+               for path in (ROOT / folder).rglob("*")
+               if path.is_file() and "__pycache__" not in path.parts]
+    missing = [path for path in tracked if path not in names]
+    assert not missing, missing
+    for path in ("README.md", "LICENSE", "pyproject.toml", "benchmarks/NOTES.md",
+                 "benchmarks/regenerate.py", ".ci/run", ".ci/constraints.txt",
+                 "src/gpukernels/py.typed"):
+        assert path in names, path
