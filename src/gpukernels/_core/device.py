@@ -8,6 +8,7 @@ says what went wrong and what still works without a GPU.
 from __future__ import annotations
 
 import functools
+import importlib.util
 from typing import Any
 
 import numpy
@@ -20,7 +21,7 @@ except ImportError as _error:  # the package imports without CuPy; calls explain
 else:
     _CUPY_IMPORT_ERROR = None
 
-__all__ = ["NoGPUError", "as_device_array", "check_same_device", "gpu_available", "require_gpu",
+__all__ = ["NoGPUError", "torch_on_gpu", "as_device_array", "check_same_device", "gpu_available", "require_gpu",
            "compute_capability", "multiprocessor_count", "check_alignment"]
 
 # DLPack device types that name memory a CUDA kernel can read (kDLCUDA, kDLCUDAManaged).
@@ -172,3 +173,14 @@ def check_same_device(*named_arrays: tuple[str, Any]) -> None:
             f"arrays are on different devices ({where}); copy them to one device first "
             "(with cupy.cuda.Device(i): cupy.asarray(...))."
         )
+
+
+def torch_on_gpu() -> Any:
+    """PyTorch, if it imports and sees the GPU (an optional benchmark peer); None otherwise."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        import torch
+    except Exception:  # a broken install is the same as none, for a benchmark
+        return None
+    return torch if torch.cuda.is_available() else None

@@ -4,7 +4,6 @@ benchmark spec."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,20 +65,9 @@ def reference(a: Any, b: Any, *, xp: Any = numpy, precision: str = "highest") ->
 
 # --- the benchmark ------------------------------------------------------------------------------------
 
-def _torch() -> Any:
-    """PyTorch, if it imports and sees the GPU (it is optional); None otherwise."""
-    if importlib.util.find_spec("torch") is None:
-        return None
-    try:
-        import torch
-    except Exception:  # a broken install is the same as none, for a benchmark
-        return None
-    return torch if torch.cuda.is_available() else None
-
-
 def _torch_tf32_matmul(a: Any, b: Any) -> Any:
     """cuBLAS's TF32 product through PyTorch (CuPy offers no per-call switch), or None."""
-    torch = _torch()
+    torch = _device.torch_on_gpu()
     if torch is None:
         return None
     ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)

@@ -4,7 +4,6 @@ the benchmark spec (one for sum, prod, min and max, made per operation)."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -76,17 +75,6 @@ def make_reference(operation: str) -> Callable[..., tuple]:
 
 # --- the benchmark ------------------------------------------------------------------------------------
 
-def _torch() -> Any:
-    """PyTorch, if it imports and sees the GPU (it is optional); None otherwise."""
-    if importlib.util.find_spec("torch") is None:
-        return None
-    try:
-        import torch
-    except Exception:  # a broken install is the same as none, for a benchmark
-        return None
-    return torch if torch.cuda.is_available() else None
-
-
 def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
            shapes: Sequence[tuple], axis_cases: Sequence[tuple] = (), axis_dtype: str = "float32",
            torch: bool = True) -> list:
@@ -134,7 +122,7 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int, *, torch: bool =
     candidates = [Candidate(f"cupy.{_CUPY[operation]}", "ceiling", lambda: library(x, **kwargs),
                             check)]
     axis = kwargs.get("axis")
-    library_torch = _torch() if use_torch else None
+    library_torch = _device.torch_on_gpu() if use_torch else None
     if library_torch is not None and not (isinstance(axis, tuple) and operation == "prod"):
         tensor = library_torch.from_dlpack(x)  # the same device memory: no copy
         torch_fn = getattr(library_torch, _TORCH[operation])
