@@ -204,6 +204,40 @@ def stream_cases():
 STREAM_CASES = stream_cases()
 
 
+@pytest.mark.parametrize("operation", ["transpose", "sum", "sum-axis", "matmul-float16",
+                                       "matmul-float32"])
+def test_a_thread_whose_first_cuda_call_is_a_planned_launch(operation, rng):
+    """Dask's threaded scheduler hands planned calls to fresh threads: the plan, the input and a
+    pooled block for the result all come from another thread, so the launch itself is the
+    thread's first CUDA call (no context is current there yet)."""
+    data = cupy.asarray(rng.random((256, 384), dtype=numpy.float32))
+    a, b = data[:, :256].astype(cupy.float16), data.T[:256].astype(cupy.float16)
+    calls = {
+        "transpose": lambda: gk.transpose(data),
+        "sum": lambda: gk.sum(data),
+        "sum-axis": lambda: gk.sum(data, axis=0),
+        "matmul-float16": lambda: gk.matmul(a, b),  # the tensor-core rung auto picks
+        "matmul-float32": lambda: gk.matmul(data, data.T),
+    }
+    call = calls[operation]
+    want = call().get()  # planned here; the result's block goes back to the pool
+    cupy.cuda.Device().synchronize()
+    got, errors = [], []
+
+    def worker():
+        try:
+            got.append(call())
+            cupy.cuda.Device().synchronize()
+        except Exception as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert not errors, errors[0]
+    numpy.testing.assert_array_equal(got[0].get(), want)
+
+
 @pytest.mark.parametrize("label, shape, dtype, data, call, expected", STREAM_CASES,
                          ids=[c[0] for c in STREAM_CASES])
 def test_calls_on_a_non_default_stream_are_ordered_on_it(label, shape, dtype, data, call,

@@ -337,8 +337,28 @@ class KernelCall:
                 for word, index in self._stream_words:
                     words[word] = per_stream[index].data.ptr
                 self._stream = stream
-            _launch_kernel(self._function, grid[0], grid[1], grid[2], block[0], block[1],
-                           block[2], self.shared_mem, stream, self._pointers_address, 0)
+            try:
+                _launch_kernel(self._function, grid[0], grid[1], grid[2], block[0], block[1],
+                               block[2], self.shared_mem, stream, self._pointers_address, 0)
+            except Exception as error:
+                if getattr(error, "status", None) != CUDA_ERROR_INVALID_CONTEXT:
+                    raise
+                # A thread whose first CUDA call is this launch (its arrays, plan and a pooled
+                # result block all made elsewhere) has no current context: CuPy's calls go
+                # through the runtime, which binds the device's context on first use; the
+                # driver's launch does not. Bind it, as CuPy's first call would, and launch.
+                _bind_current_device()
+                _launch_kernel(self._function, grid[0], grid[1], grid[2], block[0], block[1],
+                               block[2], self.shared_mem, stream, self._pointers_address, 0)
+
+
+CUDA_ERROR_INVALID_CONTEXT = 201
+
+
+def _bind_current_device() -> None:
+    """Make the current device's primary context current in the calling thread."""
+    runtime = _device.cupy.cuda.runtime
+    runtime.setDevice(runtime.getDevice())
 
 
 def _launch_kernel(*args: Any) -> None:
