@@ -88,7 +88,8 @@ def _add_bench(subparsers: Any, targets: tuple[str, ...]) -> None:
                           "per ladder. Exits 1 if any rung gave a wrong result."),
         epilog=_sweep_lines() + BENCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("target", nargs="*", default=["all"], metavar="TARGET",
-                       help=f"what to time: {', '.join(targets)} (default: all)")
+                       help=f"what to time: {', '.join(targets)} (default: all), or 'dask' "
+                            "alone: gpukernels.dask against one array and Dask's own path")
     inputs = bench.add_argument_group("inputs (each operation has its defaults)")
     inputs.add_argument(
         "--sizes", nargs="+", metavar="N",
@@ -126,6 +127,12 @@ def _add_bench(subparsers: Any, targets: tuple[str, ...]) -> None:
                               "predicts more than MS per call (default: 1000; 'inf' never "
                               "skips)"))
     timing.add_argument("--seed", type=int, help="seed of the random inputs (default: fresh)")
+    on_dask = bench.add_argument_group("bench dask (the 'gpukernels[dask]' extra)")
+    on_dask.add_argument("--scheduler", default="cuda", metavar="WHERE",
+                         help="where the Dask tasks run: 'cuda' (a LocalCUDACluster started for "
+                              "the run, one worker per GPU; default), 'threads' (Dask's threaded "
+                              "scheduler in this process) or a scheduler's address "
+                              "(tcp://host:8786)")
     output = bench.add_argument_group("output")
     output.add_argument("--json", metavar="PATH",
                         help="write every measurement with the device, clocks, versions and date")
@@ -257,9 +264,41 @@ def _check_plotting_available(parser: argparse.ArgumentParser) -> None:
         parser.error("--plot needs matplotlib: pip install 'gpukernels[bench]'")
 
 
+def _run_bench_dask(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .benchmark import environment
+    from .benchmark.on_dask import bench_dask, format_rows, save_rows
+
+    ignored = [flag for flag, value in (("--sizes", args.sizes), ("--shapes", args.shapes),
+                                        ("--dtypes", args.dtypes), ("--methods", args.methods),
+                                        ("--plot", args.plot), ("--markdown", args.markdown))
+               if value is not None]
+    if ignored:
+        parser.error(f"{', '.join(ignored)} do not apply to 'bench dask' (its cases are fixed; "
+                     "--quick makes them smaller)")
+    if args.repeat is not None and args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    try:
+        rows = bench_dask(quick=args.quick, scheduler=args.scheduler, repeat=args.repeat,
+                          seed=args.seed or 0, progress=None if args.no_progress else _say)
+    except ImportError as exc:
+        parser.error(str(exc))
+    print(format_rows(rows))
+    if args.json:
+        save_rows(rows, args.json, environment())
+        _say(f"wrote {args.json}")
+    wrong = [row.case for row in rows if not row.correct]
+    if wrong:
+        print(f"\n{len(wrong)} wrong result(s): {', '.join(wrong)}")
+    return 1 if wrong else 0
+
+
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from . import benchmark
 
+    if "dask" in args.target:
+        if args.target != ["dask"]:
+            parser.error("'dask' is a target of its own: run 'bench dask' separately")
+        return _run_bench_dask(args, parser)
     if args.plot:
         _check_plotting_available(parser)
     try:

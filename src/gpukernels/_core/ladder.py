@@ -18,7 +18,7 @@ from typing import Any
 
 from .compile import InstanceGroup, KernelSource
 
-__all__ = ["Needs", "Rung", "Ladder", "Operation", "BenchSpec", "OPERATIONS", "register",
+__all__ = ["Needs", "Rung", "Ladder", "Operation", "BenchSpec", "OPERATIONS", "KINDS", "register",
            "operation", "methods", "resolve_method", "ladders"]
 
 
@@ -212,6 +212,11 @@ class Operation:
     check_dtypes : tuple of str
         The dtypes the main job checks.
     bench : BenchSpec
+    kind : str
+        How its result is built from the blocks of a chunked input, for :mod:`gpukernels.dask`
+        (one of :data:`KINDS`): ``"swap_last_axes"`` (each output block is one input block,
+        transposed), ``"matmul"`` (a product per block pair, summed over the contracted
+        blocks), ``"reduction"`` (a tree of reductions over the reduced axes' blocks).
     """
 
     name: str
@@ -223,6 +228,7 @@ class Operation:
     check_shape: tuple
     check_dtypes: tuple[str, ...]
     bench: BenchSpec
+    kind: str
     extra: dict = field(default_factory=dict)
 
     def supports(self, method: str, *args: Any, **kwargs: Any) -> bool:
@@ -241,11 +247,17 @@ class Operation:
 #: Every operation, by name, in the order the package registers them.
 OPERATIONS: dict[str, Operation] = {}
 
+#: The values of :attr:`Operation.kind`: the ways :mod:`gpukernels.dask` distributes an
+#: operation over the blocks of a Dask array.
+KINDS = ("swap_last_axes", "matmul", "reduction")
+
 
 def register(op: Operation) -> Operation:
     """Add an operation to :data:`OPERATIONS` (its package calls this once, at import)."""
     if op.name in OPERATIONS:
         raise ValueError(f"operation {op.name!r} is registered twice")
+    if op.kind not in KINDS:
+        raise ValueError(f"operation {op.name!r} has kind {op.kind!r}; choose one of {KINDS}")
     OPERATIONS[op.name] = op
     return op
 

@@ -457,4 +457,4 @@ OPERATION = _ladder.register(_ladder.Operation(
     name="matmul", function=matmul, ladder=LADDER, inputs=check.inputs,
     reference=check.reference, check_shape=(255, 129, 257),
     result_dtype=lambda a, b, **_: result_dtype(a.dtype, b.dtype),
-    check_dtypes=("float32", "float16"), bench=check.BENCH))
+    check_dtypes=("float32", "float16"), bench=check.BENCH, kind="matmul"))

@@ -277,4 +277,5 @@ for _function in (sum, prod, min, max):
         reference=check.make_reference(_function.__name__), check_shape=(10**6 + 3,),
         result_dtype=lambda x, *, dtype=None, _name=_function.__name__, **_:
             reduction_result_dtype(_name, x.dtype, dtype),
-        check_dtypes=("int32", "float32"), bench=check.make_bench(_function.__name__)))
+        check_dtypes=("int32", "float32"), bench=check.make_bench(_function.__name__),
+        kind="reduction"))

@@ -1,0 +1,447 @@
+"""The ladders on Dask arrays whose chunks are CuPy arrays (one GPU or several, through Dask).
+
+Every operation of :data:`gpukernels._core.ladder.OPERATIONS` has a function of the same name
+here, built from the operation's ``kind`` when this module is imported, so an operation added to
+the registry reaches Dask without an edit here:
+
+* ``transpose`` (kind ``"swap_last_axes"``): one task per block, each a
+  :func:`gpukernels.transpose` of its block; the result's blocks are the input's with the last
+  two block indices swapped, each C-contiguous (not a strided view).
+* ``matmul`` (kind ``"matmul"``): one :func:`gpukernels.matmul` per pair of blocks of ``a`` and
+  ``b`` that meet over the contracted axis, then, per output block, one pass that reads its
+  partial products once and adds them in a fixed order (float16 in float32, float32 in
+  float64) before rounding once. The chunks of ``a``'s last axis must be those of ``b``'s
+  second-to-last axis (and batch axes must be chunked alike): nothing is rechunked behind the
+  caller's back.
+* ``sum``, ``prod``, ``min``, ``max`` (kind ``"reduction"``): :func:`dask.array.reduction`, with
+  the gpukernels reduction as its chunk, combine and aggregate steps; float16 partial sums and
+  products are kept in float32 until the last step.
+
+Results have NumPy's dtypes and shapes, as on one array, and the same chunking gives bitwise the
+same result on every run. Each function checks its inputs on the client, before any task runs,
+and raises TypeError or ValueError with NumPy's wording or a remedy; ``method=`` passes through
+to every task. The tasks run wherever Dask runs them: the threaded scheduler of the calling
+process, or the workers of a ``distributed`` cluster (``dask_cuda.LocalCUDACluster`` starts one
+worker per GPU).
+
+Install with ``pip install "gpukernels[dask]"`` (``dask[array]``, ``distributed``,
+``dask-cuda``); ``import gpukernels`` itself does not need them.
+
+Examples
+--------
+>>> import cupy, dask.array as da
+>>> import gpukernels.dask as gkd
+>>> x = da.from_array(cupy.arange(12, dtype=cupy.float32).reshape(3, 4), chunks=2)
+>>> gkd.transpose(x).chunks
+((2, 2), (2, 1))
+>>> float(gkd.sum(x, axis=0).compute()[1])
+15.0
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy
+
+try:
+    import dask.array as da
+    from dask.array.utils import meta_from_array
+except ImportError as error:  # the optional extra is missing
+    raise ImportError(
+        "gpukernels.dask needs Dask: pip install 'gpukernels[dask]' (dask[array], distributed "
+        f"and dask-cuda); the import failed with: {error}") from error
+
+from ._core import device as _device
+from ._core.ladder import OPERATIONS, Operation
+from .ops.matmul import matmul_shapes
+from .ops.reduce.dtypes import normalize_axis
+
+# The exported functions are named after the operations (sum, min, max...): in this module the
+# builtins of those names are reached as builtins.min and so on.
+__all__ = list(OPERATIONS)
+
+
+# What the graphs' tasks call, and the chunk type they take. Two functions, so that the CPU
+# tests can run the same graphs on NumPy chunks with NumPy's functions in the kernels' place.
+def _chunk_type() -> type:
+    """The array type a Dask array's chunks must have: ``cupy.ndarray``."""
+    if _device.cupy is None:
+        raise _device.NoGPUError("gpukernels.dask needs CuPy and a CUDA GPU")
+    return _device.cupy.ndarray
+
+
+def _kernel(name: str) -> Callable[..., Any]:
+    """The function the tasks of operation ``name`` call on their blocks."""
+    return OPERATIONS[name].function
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks shared by every operation (on the client, before any graph is built).
+
+def _checked(x: Any, name: str, argument: str = "x") -> Any:
+    """``x`` if it is a Dask array of CuPy chunks with known chunk sizes; else TypeError or
+    ValueError saying what to do."""
+    if not isinstance(x, da.Array):
+        kind = f"{type(x).__module__}.{type(x).__name__}"
+        if _device.cupy is not None and isinstance(x, _device.cupy.ndarray):
+            remedy = (f"call gpukernels.{name} for one CuPy array, or split it into chunks with "
+                      "dask.array.from_array(x, chunks=...)")
+        elif isinstance(x, numpy.ndarray):
+            remedy = ("this is host memory: move it to the GPU and split it into chunks with "
+                      "dask.array.from_array(cupy.asarray(x), chunks=...)")
+        else:
+            remedy = "build one with dask.array.from_array(cupy_array, chunks=...)"
+        raise TypeError(f"gpukernels.dask.{name} takes a Dask array for {argument}, not {kind}; "
+                        f"{remedy}")
+    meta = getattr(x, "_meta", None)
+    if not isinstance(meta, _chunk_type()):
+        kind = f"{type(meta).__module__}.{type(meta).__name__}"
+        raise TypeError(f"gpukernels.dask.{name}: the chunks of {argument} are {kind}, not CuPy "
+                        f"arrays on the GPU; move them there with "
+                        f"{argument}.map_blocks(cupy.asarray)")
+    if any(math.isnan(size) for chunks in x.chunks for size in chunks):
+        raise ValueError(f"gpukernels.dask.{name}: {argument} has chunks of unknown size; call "
+                         f"{argument}.compute_chunk_sizes() first")
+    return x
+
+
+def _meta(like: Any, ndim: int, dtype: numpy.dtype) -> Any:
+    """An empty array of the chunks' type, ``ndim`` and ``dtype`` (Dask's ``meta``)."""
+    return meta_from_array(like._meta, ndim=ndim, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# The tasks. Module-level functions (bound with functools.partial), so that the graphs pickle
+# for distributed workers and tokenize to the same keys for the same inputs.
+
+def _call(name: str, x: Any, *, method: str) -> Any:
+    return _kernel(name)(x, method=method)
+
+
+def _product(name: str, a: Any, b: Any, *, method: str, precision: str) -> Any:
+    """One block pair's product (..., M, N) as (..., M, 1, N): the length-1 axis is the
+    contracted block index, summed over afterwards."""
+    return _kernel(name)(a, b, method=method, precision=precision)[..., None, :]
+
+
+def _reduce_block(name: str, method: str, to_dtype: Any, x: Any, axis: tuple,
+                  keepdims: bool) -> Any:
+    """A reduction of one block (or of concatenated partial results) over ``axis``."""
+    options = {} if to_dtype is None else {"dtype": to_dtype}
+    return _kernel(name)(x, axis=axis, keepdims=keepdims, method=method, **options)
+
+
+def _keep(x: Any, axis: tuple, keepdims: bool) -> Any:
+    """The chunk step of the sum over a matmul's contracted blocks: each product as it is."""
+    return x
+
+
+def _accumulator(dtype: numpy.dtype) -> numpy.dtype:
+    """The dtype partial results of ``dtype`` are added in: float16 in float32, float32 in
+    float64, others in their own dtype (integers wrap as NumPy's do)."""
+    wider: dict[str, numpy.dtype] = {"e": numpy.dtype(numpy.float32),
+                                     "f": numpy.dtype(numpy.float64)}
+    return wider.get(dtype.char, dtype)
+
+
+@functools.cache
+def _adder(count: int, in_dtype: numpy.dtype, out_dtype: numpy.dtype) -> Any:
+    """A CuPy elementwise kernel adding ``count`` arrays of ``in_dtype`` into one of
+    ``out_dtype``, in the accumulator of ``out_dtype`` (OR for bool), reading each once."""
+    terms = [f"p{i}" for i in range(count)]
+    params = ", ".join(f"{in_dtype.name} {term}" for term in terms)
+    if out_dtype.kind == "b":
+        body = "out = " + " || ".join(terms) + ";"
+    else:
+        acc = {"e": "float", "f": "double", "d": "double"}.get(out_dtype.char, "O")
+        body = f"{acc} s = ({acc}){terms[0]};" + "".join(
+            f" s += ({acc}){term};" for term in terms[1:]) + " out = (O)s;"
+    return _device.cupy.ElementwiseKernel(params, "O out", body, f"gpukernels_add_{count}")
+
+
+def _add_partials(parts: Any, axis: tuple, keepdims: bool, *, dtype: Any,
+                  last: bool) -> Any:
+    """The sum of a matmul's partial products (the combine and aggregate steps): one pass over
+    all of them, in the accumulator dtype; the result dtype after the ``last`` step."""
+    if not isinstance(parts, list):
+        parts = [parts]
+    flat: list = []
+    stack = list(reversed(parts))
+    while stack:  # Dask hands nested lists when it reduces several block axes at once
+        part = stack.pop()
+        if isinstance(part, list):
+            stack.extend(reversed(part))
+        else:
+            flat.append(part)
+    dtype = numpy.dtype(dtype)
+    out_dtype = dtype if last else _accumulator(dtype)
+    first = flat[0]
+    if len(flat) == 1:
+        total = first.astype(out_dtype, copy=False)
+    elif isinstance(first, numpy.ndarray):  # the CPU tests' NumPy chunks
+        acc = _accumulator(dtype)
+        total = functools.reduce(numpy.add, [p.astype(acc) for p in flat]).astype(out_dtype)
+    else:
+        in_dtype = numpy.result_type(*flat)
+        flat = [p.astype(in_dtype, copy=False) for p in flat]
+        total = _device.cupy.empty(first.shape, out_dtype)
+        _adder(len(flat), in_dtype, out_dtype)(*flat, total)
+    return total if keepdims else total.squeeze(axis[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# One builder per kind: operation -> the function this module exports under its name.
+
+def _swap_last_axes(op: Operation) -> Callable[..., Any]:
+    name = op.name
+
+    def function(x: Any, *, method: str = "auto") -> Any:
+        # 1. Validate (on the client: types, chunks, method, rank, dtype).
+        x = _checked(x, name)
+        op.ladder.resolve(method, name)
+        if x.ndim < 2:
+            raise ValueError(f"{name} needs an array of at least 2 dimensions (..., M, N); this "
+                             f"one has shape {x.shape}")
+        dtype = op.result_dtype(x._meta)
+        # 2. The graph: output block (..., j, i) is the kernel's transpose of input block
+        # (..., i, j); Dask swaps the chunks.
+        index = tuple(range(x.ndim))
+        swapped = index[:-2] + (index[-1], index[-2])
+        return da.blockwise(functools.partial(_call, name, method=method), swapped, x, index,
+                            dtype=dtype, meta=_meta(x, x.ndim, dtype), token=f"gk-{name}")
+
+    function.__doc__ = f"""Swap the last two axes of a Dask array of CuPy chunks, one
+    :func:`gpukernels.{name}` per block.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        At least 2-D, with CuPy chunks of a dtype :func:`gpukernels.{name}` takes.
+    method : str, optional
+        A rung of ``gpukernels.methods("{name}")``, or ``"auto"``, for every block.
+
+    Returns
+    -------
+    dask.array.Array
+        Shape ``x.shape[:-2] + (N, M)``, chunks swapped likewise; each block C-contiguous.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a Dask array, its chunks are not CuPy arrays, or its dtype is unsupported.
+    ValueError
+        ``x`` has fewer than 2 dimensions or chunks of unknown size, or ``method`` is unknown.
+
+    Examples
+    --------
+    >>> import cupy, dask.array as da, gpukernels.dask as gkd
+    >>> x = da.from_array(cupy.arange(6).reshape(2, 3), chunks=(1, 2))
+    >>> y = gkd.{name}(x)
+    >>> y.shape, y.chunks
+    ((3, 2), ((2, 1), (1, 1)))
+    >>> bool((y.compute() == cupy.arange(6).reshape(2, 3).T).all())
+    True
+    """
+    return function
+
+
+def _matmul(op: Operation) -> Callable[..., Any]:
+    name = op.name
+
+    def function(a: Any, b: Any, *, method: str = "auto", precision: str = "highest",
+                 split_every: int | None = None) -> Any:
+        # 1. Validate (on the client): types, chunks, method, shapes (NumPy's rules), dtype and
+        # the alignment of the blocks that meet.
+        a, b = _checked(a, name, "a"), _checked(b, name, "b")
+        op.ladder.resolve(method, name)
+        if not isinstance(precision, str):
+            raise ValueError(f"precision must be a string such as 'highest', not {precision!r}")
+        dtype = op.result_dtype(a._meta, b._meta)
+        out_shape = matmul_shapes(a.shape, b.shape)[4]
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        ndim = builtins.max(a2.ndim, b2.ndim)
+        a2 = a2[(None,) * (ndim - a2.ndim)]
+        b2 = b2[(None,) * (ndim - b2.ndim)]
+        if a2.chunks[-1] != b2.chunks[-2]:
+            raise ValueError(
+                f"{name}: the chunks of a's last axis {a2.chunks[-1]} and of b's second-to-last "
+                f"axis {b2.chunks[-2]} differ; rechunk one to match the other, e.g. "
+                f"b = b.rechunk({{{b.ndim - 2 if b.ndim > 1 else 0}: a.chunks[-1]}})")
+        for axis in range(ndim - 2):
+            if a2.shape[axis] != 1 and b2.shape[axis] != 1 and a2.chunks[axis] != b2.chunks[axis]:
+                raise ValueError(
+                    f"{name}: batch axis {axis} is chunked {a2.chunks[axis]} in a and "
+                    f"{b2.chunks[axis]} in b; rechunk one to match the other")
+        # 2. The graph: a product per block pair (output indices: batch..., i, k, j, with k the
+        # contracted block index), then the sum over k.
+        products_index = tuple(range(ndim + 1))
+        a_index = products_index[:ndim]
+        b_index = products_index[:ndim - 2] + (ndim - 1, ndim)
+        products = da.blockwise(
+            functools.partial(_product, name, method=method, precision=precision),
+            products_index, a2, a_index, b2, b_index, adjust_chunks={ndim - 1: 1},
+            dtype=dtype, meta=_meta(a, ndim + 1, dtype), concatenate=False,
+            token=f"gk-{name}-products")
+        total = da.reduction(
+            products, _keep, functools.partial(_add_partials, dtype=dtype, last=True),
+            combine=functools.partial(_add_partials, dtype=dtype, last=False), axis=ndim - 1,
+            dtype=dtype, split_every=split_every, concatenate=False, meta=_meta(a, ndim, dtype),
+            name=f"gk-{name}-sum")
+        if a.ndim == 1:
+            total = total[..., 0, :]
+        if b.ndim == 1:
+            total = total[..., 0]
+        assert total.shape == out_shape, (total.shape, out_shape)
+        return total
+
+    function.__doc__ = f"""Matrix product of Dask arrays of CuPy chunks, one
+    :func:`gpukernels.{name}` per pair of blocks, with NumPy's ``matmul`` semantics.
+
+    Parameters
+    ----------
+    a, b : dask.array.Array
+        Operands of shapes ``(..., M, K)`` and ``(..., K, N)`` (1-D operands promoted, batch
+        axes broadcast, as NumPy does), with CuPy chunks. The chunks of ``a``'s last axis must
+        equal those of ``b``'s second-to-last axis, and batch axes present in both must be
+        chunked alike: a mismatch raises instead of rechunking.
+    method : str, optional
+        A rung of ``gpukernels.methods("{name}")``, or ``"auto"``, for every block pair.
+    precision : {{"highest", "tf32"}}, optional
+        As for :func:`gpukernels.{name}`.
+    split_every : int, optional
+        At most this many partial products are added in one task (Dask's default otherwise);
+        more partials per task read each once but hold more memory at a time.
+
+    Returns
+    -------
+    dask.array.Array
+        ``a @ b`` in NumPy's result dtype. Each block product is rounded to that dtype, and an
+        output block's partial products are added in float32 (float16 results) or float64
+        (float32 results) and rounded once; integers wrap as NumPy's do.
+
+    Raises
+    ------
+    TypeError
+        An operand is not a Dask array of CuPy chunks, or the dtypes have no kernel.
+    ValueError
+        Shapes or chunks that do not line up, chunks of unknown size, or an unknown ``method``.
+
+    Examples
+    --------
+    >>> import cupy, dask.array as da, gpukernels.dask as gkd
+    >>> a = da.from_array(cupy.ones((4, 6), dtype=cupy.float32), chunks=(2, 3))
+    >>> b = da.from_array(cupy.ones((6, 5), dtype=cupy.float32), chunks=(3, 5))
+    >>> c = gkd.{name}(a, b)
+    >>> c.chunks, float(c.compute()[0, 0])
+    (((2, 2), (5,)), 6.0)
+    """
+    return function
+
+
+def _reduction(op: Operation) -> Callable[..., Any]:
+    name = op.name
+    takes_dtype = "dtype" in inspect.signature(op.function).parameters
+
+    def function(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
+                 method: str = "auto", split_every: int | dict | None = None) -> Any:
+        # 1. Validate (on the client): types, chunks, method, then NumPy's own errors for axis,
+        # dtype and empty inputs, asked of the reference on a stand-in of at most one element.
+        x = _checked(x, name)
+        op.ladder.resolve(method, name)
+        if dtype is not None and not takes_dtype:
+            raise TypeError(f"{name}() got an unexpected keyword argument 'dtype'")
+        options = {"dtype": dtype} if takes_dtype else {}
+        result_dtype = op.result_dtype(x._meta, **options)
+        normalize_axis(axis, x.ndim)
+        stand_in = numpy.zeros(tuple(builtins.min(n, 1) for n in x.shape), x.dtype)
+        op.reference(stand_in, axis=axis, keepdims=keepdims, **options)
+        axes = axis if axis is None or isinstance(axis, tuple) else (axis,)
+        # 2. The graph: the kernel reduces each block (partials of float16 kept in float32),
+        # then groups of partials, up to the result.
+        partial_dtype = _accumulator(result_dtype) if takes_dtype and \
+            result_dtype.char == "e" else result_dtype
+        first = functools.partial(_reduce_block, name, method,
+                                  partial_dtype if takes_dtype else None)
+        last = functools.partial(_reduce_block, name, method,
+                                 result_dtype if takes_dtype else None)
+        out_ndim = x.ndim if keepdims else x.ndim - len(
+            range(x.ndim) if axes is None else axes)
+        return da.reduction(x, first, last, combine=first, axis=axes, keepdims=keepdims,
+                            dtype=result_dtype, split_every=split_every,
+                            meta=_meta(x, out_ndim, result_dtype), name=f"gk-{name}")
+
+    parameters = [p for p in inspect.signature(function).parameters.values()
+                  if takes_dtype or p.name != "dtype"]
+    function.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    dtype_text = f"""
+    dtype : dtype, optional
+        The result dtype, as for :func:`gpukernels.{name}` (float16 partial results are kept
+        in float32 until the last step).""" if takes_dtype else ""
+    function.__doc__ = f"""The {name} of a Dask array of CuPy chunks over the given axes,
+    :func:`gpukernels.{name}` on every block and on every group of partial results.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        Any shape, with CuPy chunks.
+    axis : None, int or tuple of ints, optional
+        The axes to reduce (NumPy's rules); all of them by default.{dtype_text}
+    keepdims : bool, optional
+        Keep the reduced axes with length 1.
+    method : str, optional
+        A rung of ``gpukernels.methods("{name}")``, or ``"auto"``, for every task.
+    split_every : int or dict, optional
+        At most this many partial results are reduced in one task (Dask's default otherwise).
+
+    Returns
+    -------
+    dask.array.Array
+        NumPy's result dtype and shape. The same chunking gives bitwise the same result.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a Dask array of CuPy chunks, or a dtype or ``axis`` NumPy refuses.
+    numpy.exceptions.AxisError
+        An axis is out of range.
+    ValueError
+        Duplicate axes, chunks of unknown size, an unknown ``method``, or a reduction NumPy
+        refuses (the minimum or maximum of an empty axis).
+
+    Examples
+    --------
+    >>> import cupy, dask.array as da, gpukernels.dask as gkd
+    >>> x = da.from_array(cupy.arange(12, dtype=cupy.int32).reshape(3, 4), chunks=2)
+    >>> gkd.{name}(x, axis=0).compute().tolist() == cupy.{name}(x.compute(), axis=0).tolist()
+    True
+    """
+    return function
+
+
+_BUILDERS: dict[str, Callable[[Operation], Callable[..., Any]]] = {
+    "swap_last_axes": _swap_last_axes, "matmul": _matmul, "reduction": _reduction}
+
+
+def _export(op: Operation) -> Callable[..., Any]:
+    function = _BUILDERS[op.kind](op)
+    function.__name__ = function.__qualname__ = op.name
+    function.__module__ = __name__
+    return function
+
+
+for _op in OPERATIONS.values():
+    globals()[_op.name] = _export(_op)
+del _op
+
+
+def __getattr__(name: str) -> Any:
+    """Only for names no operation has (the operations' functions are set above)."""
+    raise AttributeError(f"module 'gpukernels.dask' has no attribute {name!r}; it has one "
+                         f"function per operation: {', '.join(OPERATIONS)}")
