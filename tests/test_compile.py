@@ -26,6 +26,7 @@ import gpukernels.benchmark
 from gpukernels._core import compile as _compile
 from gpukernels._core.ladder import OPERATIONS, ladders
 from gpukernels.ops.matmul import rungs as matmul_rungs
+from gpukernels.ops.permute import rungs as permute_rungs
 from gpukernels.ops.reduce import axis as reduce_axis
 from gpukernels.ops.reduce import dtypes as reduce_dtypes
 from gpukernels.ops.reduce import rungs as reduce_rungs
@@ -35,7 +36,8 @@ from gpukernels.ops.transpose import rungs as transpose_rungs
 nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
 
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_120")
-SOURCE_NAMES = ("transpose/transpose.cu", "transpose/words.cu", "matmul/simt.cu", "matmul/mma.cu",
+SOURCE_NAMES = ("transpose/transpose.cu", "transpose/words.cu", "permute/permute.cu",
+                "matmul/simt.cu", "matmul/mma.cu",
                 "matmul/wgmma.cu", "reduce/reduce.cu", "reduce/axis.cu", "timing.cu")
 # Every source for every architecture, except those built for one architecture only (sm_90a).
 SOURCE_ARCHS = [(name, arch) for name in SOURCE_NAMES
@@ -151,6 +153,34 @@ def _matmul_problems():
             yield matmul_rungs.Problem(2, 64, 64, K, result, precision, capability, 132)
 
 
+def _permute_problems():
+    """Problems covering every branch of the permutation plans: item sizes, rows that take
+    16-, 8-, 4-, 2- and 1-byte words, strided and reversed axes, both index types."""
+    layouts = [((4, 8), (1, 4)), ((64, 32, 16), (512, 1, 32)), ((3, 5, 7, 9), (1, 3, 15, 105)),
+               ((128, 64), (64, 1)), ((5, 3), (3, 1)), ((7, 2, 6), (-12, 6, 1)),
+               ((2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 6, 24, 120, 720, 5040, 40320))]
+    for itemsize, index in itertools.product(permute_rungs.CARRIERS, ("int", "long long")):
+        for (lengths, strides), in_address, out_address in itertools.product(
+                layouts, (0, 1, 2, 4, 8, 16), (0, 2, 4, 8, 16)):
+            if in_address % min(itemsize, 8) or out_address % min(itemsize, 8):
+                continue
+            yield permute_rungs.Problem(itemsize, lengths, strides, in_address, out_address, index)
+
+
+@pytest.mark.parametrize("rung", gk.methods("permute_dims"))
+def test_permute_plans_launch_exactly_the_compiled_instances(rung):
+    rung = OPERATIONS["permute_dims"].ladder[rung]
+    names = set()
+    for problem in _permute_problems():
+        try:
+            planned = rung.plan(problem)
+        except ValueError:  # the rung does not take this layout
+            continue
+        names.add(planned.launch.instance)
+        assert planned.dims.dtype == permute_rungs.DIMS and planned.dims.nbytes == 136
+    assert names == set(rung.instances)
+
+
 @pytest.mark.parametrize("rung", gk.methods("matmul"))
 def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
     rung = OPERATIONS["matmul"].ladder[rung]
@@ -240,8 +270,8 @@ def test_eager_groups_leave_the_rare_instances_for_first_use():
 
 
 def test_ladders_and_operations():
-    assert list(OPERATIONS) == ["transpose", "matmul", "sum", "prod", "min", "max"]
-    assert list(ladders()) == ["transpose", "matmul", "reduce"]
+    assert list(OPERATIONS) == ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max"]
+    assert list(ladders()) == ["transpose", "permute", "matmul", "reduce"]
 
 
 # --- the loader: header inlining and error reporting -------------------------------------------

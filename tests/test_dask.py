@@ -30,6 +30,8 @@ def _numpy_kernel(name):
     """NumPy's version of operation ``name`` with the kernels' signature."""
     if name == "transpose":
         return lambda x, method: numpy.ascontiguousarray(numpy.swapaxes(x, -1, -2))
+    if name == "permute_dims":
+        return lambda x, axes, method: numpy.ascontiguousarray(numpy.transpose(x, axes))
     if name == "matmul":
         return lambda a, b, method, precision: numpy.matmul(a, b)
     function = getattr(numpy, name)
@@ -76,6 +78,20 @@ def test_transpose_graph_is_one_task_per_block_with_swapped_chunks(numpy_chunks,
     assert y.shape == (3, 45, 70) and y.chunks == ((2, 1), (20, 20, 5), (30, 30, 10))
     assert _tasks(y) == [("_call", "transpose")] * math.prod(dx.numblocks)
     assert numpy.array_equal(y.compute(), numpy.swapaxes(x, -1, -2))
+
+
+def test_permute_dims_graph_permutes_blocks_and_chunks(numpy_chunks, rng):
+    x = rng.random((5, 70, 45, 3))
+    dx = da.from_array(x, chunks=(2, 30, 20, 3))
+    y = gkd.permute_dims(dx, (2, 0, 3, 1), method="tiled")
+    assert y.shape == (45, 5, 3, 70) and y.chunks == ((20, 20, 5), (2, 2, 1), (3,), (30, 30, 10))
+    assert _tasks(y) == [("_permute", "permute_dims")] * math.prod(dx.numblocks)
+    assert numpy.array_equal(y.compute(), numpy.transpose(x, (2, 0, 3, 1)))
+    assert numpy.array_equal(gkd.permute_dims(dx).compute(), numpy.transpose(x))
+    with pytest.raises(ValueError, match="repeated axis"):
+        gkd.permute_dims(dx, (0, 0, 1, 2))
+    with pytest.raises(numpy.exceptions.AxisError):
+        gkd.permute_dims(dx, (0, 1, 2, 4))
 
 
 @pytest.mark.parametrize("shapes", [((37, 50), (50, 29)), ((4, 37, 50), (50, 29)),
@@ -232,6 +248,11 @@ def _all_operations(rng):
     x = rng.random((1000, 777), dtype=numpy.float32) - 0.5
     dx = da.from_array(cupy.asarray(x), chunks=(300, 256))
     assert numpy.array_equal(gkd.transpose(dx).compute().get(), x.T)
+    cube = rng.random((40, 50, 60), dtype=numpy.float32)
+    d_cube = da.from_array(cupy.asarray(cube), chunks=(16, 25, 60))
+    for axes in ((2, 0, 1), (1, 0, 2), (2, 1, 0)):
+        assert numpy.array_equal(gkd.permute_dims(d_cube, axes).compute().get(),
+                                 numpy.transpose(cube, axes))
     i8 = rng.integers(-128, 128, (333, 1025), dtype=numpy.int8)
     assert numpy.array_equal(gkd.transpose(da.from_array(cupy.asarray(i8), chunks=(100, 512)))
                              .compute().get(), i8.T)

@@ -20,7 +20,7 @@ EVERY_RUNG = [(op, m) for op in OPERATIONS for m in gk.methods(op)]
 # --- summaries and source, no GPU needed ------------------------------------------------------------
 
 def test_operations():
-    assert tuple(OPERATIONS)[:3] == ("transpose", "matmul", "sum")
+    assert tuple(OPERATIONS)[:4] == ("transpose", "permute_dims", "matmul", "sum")
     assert all(getattr(gk, name) is op.function for name, op in OPERATIONS.items())
     assert describe("reduce").operation == "sum"  # a ladder's name describes its first operation
     assert gk.methods("reduce") == gk.methods("sum")

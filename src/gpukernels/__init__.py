@@ -19,10 +19,11 @@ from ._core.device import NoGPUError, gpu_available
 from ._core.ladder import methods
 from .introspect import describe
 from .ops.matmul import matmul
+from .ops.permute import permute_dims
 from .ops.reduce import max, min, prod, sum
 from .ops.transpose import transpose
 
-__all__ = ["transpose", "matmul", "sum", "prod", "min", "max", "methods", "describe",
+__all__ = ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max", "methods", "describe",
            "gpu_available", "KernelCompileError", "NoGPUError", "__version__"]
 
 try:

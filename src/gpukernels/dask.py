@@ -7,6 +7,8 @@ the registry reaches Dask without an edit here:
 * ``transpose`` (kind ``"swap_last_axes"``): one task per block, each a
   :func:`gpukernels.transpose` of its block; the result's blocks are the input's with the last
   two block indices swapped, each C-contiguous (not a strided view).
+* ``permute_dims`` (kind ``"permutation"``): one :func:`gpukernels.permute_dims` per block, the
+  result's blocks and chunks permuted as its axes.
 * ``matmul`` (kind ``"matmul"``): one :func:`gpukernels.matmul` per pair of blocks of ``a`` and
   ``b`` that meet over the contracted axis, then, per output block, one pass that reads its
   partial products once and adds them in a fixed order (float16 in float32, float32 in
@@ -60,6 +62,7 @@ except ImportError as error:  # the optional extra is missing
 from ._core import device as _device
 from ._core.ladder import OPERATIONS, Operation
 from .ops.matmul import matmul_shapes
+from .ops.permute import normalize_axes
 from .ops.reduce.dtypes import normalize_axis
 
 # The exported functions are named after the operations (sum, min, max...): in this module the
@@ -122,6 +125,10 @@ def _meta(like: Any, ndim: int, dtype: numpy.dtype) -> Any:
 
 def _call(name: str, x: Any, *, method: str) -> Any:
     return _kernel(name)(x, method=method)
+
+
+def _permute(name: str, axes: tuple, x: Any, *, method: str) -> Any:
+    return _kernel(name)(x, axes, method=method)
 
 
 def _product(name: str, a: Any, b: Any, *, method: str, precision: str) -> Any:
@@ -247,6 +254,60 @@ def _swap_last_axes(op: Operation) -> Callable[..., Any]:
     ((3, 2), ((2, 1), (1, 1)))
     >>> bool((y.compute() == cupy.arange(6).reshape(2, 3).T).all())
     True
+    """
+    return function
+
+
+def _permutation(op: Operation) -> Callable[..., Any]:
+    name = op.name
+
+    def function(x: Any, axes: Any = None, *, method: str = "auto") -> Any:
+        # 1. Validate (on the client: types, chunks, method, dtype, the axes with NumPy's rules).
+        x = _checked(x, name)
+        op.ladder.resolve(method, name)
+        dtype = op.result_dtype(x._meta)
+        axes = normalize_axes(axes, x.ndim)
+        # 2. The graph: output block (b[axes[0]], b[axes[1]], ...) is input block (b[0], ...)
+        # permuted by the kernel; Dask permutes the chunks likewise.
+        index = tuple(range(x.ndim))
+        return da.blockwise(functools.partial(_permute, name, axes, method=method),
+                            tuple(index[axis] for axis in axes), x, index, dtype=dtype,
+                            meta=_meta(x, x.ndim, dtype), token=f"gk-{name}")
+
+    function.__doc__ = f"""Permute the axes of a Dask array of CuPy chunks, one
+    :func:`gpukernels.{name}` per block: NumPy's ``transpose(x, axes)``.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        Any shape, with CuPy chunks of a dtype :func:`gpukernels.{name}` takes.
+    axes : sequence of ints, optional
+        A permutation of ``range(x.ndim)``; ``None`` reverses the axes.
+    method : str, optional
+        A rung of ``gpukernels.methods("{name}")``, or ``"auto"``, for every block.
+
+    Returns
+    -------
+    dask.array.Array
+        Axis ``i`` is axis ``axes[i]`` of ``x``, chunks permuted likewise; each block
+        C-contiguous.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a Dask array of CuPy chunks, its dtype is unsupported, or ``axes`` is not
+        a sequence of integers.
+    numpy.exceptions.AxisError
+        An axis is out of range.
+    ValueError
+        Repeated or missing axes, chunks of unknown size, or an unknown ``method``.
+
+    Examples
+    --------
+    >>> import cupy, dask.array as da, gpukernels.dask as gkd
+    >>> x = da.from_array(cupy.zeros((4, 6, 8)), chunks=(2, 3, 8))
+    >>> gkd.{name}(x, (2, 0, 1)).chunks
+    ((8,), (2, 2), (3, 3))
     """
     return function
 
@@ -426,7 +487,8 @@ def _reduction(op: Operation) -> Callable[..., Any]:
 
 
 _BUILDERS: dict[str, Callable[[Operation], Callable[..., Any]]] = {
-    "swap_last_axes": _swap_last_axes, "matmul": _matmul, "reduction": _reduction}
+    "swap_last_axes": _swap_last_axes, "permutation": _permutation, "matmul": _matmul,
+    "reduction": _reduction}
 
 
 def _export(op: Operation) -> Callable[..., Any]:

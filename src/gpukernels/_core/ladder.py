@@ -215,7 +215,7 @@ class Operation:
     kind : str
         How its result is built from the blocks of a chunked input, for :mod:`gpukernels.dask`
         (one of :data:`KINDS`): ``"swap_last_axes"`` (each output block is one input block,
-        transposed), ``"matmul"`` (a product per block pair, summed over the contracted
+        transposed), ``"permutation"`` (likewise, its axes permuted by ``axes``), ``"matmul"`` (a product per block pair, summed over the contracted
         blocks), ``"reduction"`` (a tree of reductions over the reduced axes' blocks).
     """
 
@@ -249,7 +249,7 @@ OPERATIONS: dict[str, Operation] = {}
 
 #: The values of :attr:`Operation.kind`: the ways :mod:`gpukernels.dask` distributes an
 #: operation over the blocks of a Dask array.
-KINDS = ("swap_last_axes", "matmul", "reduction")
+KINDS = ("swap_last_axes", "permutation", "matmul", "reduction")
 
 
 def register(op: Operation) -> Operation:

@@ -107,15 +107,24 @@ def _plan(x: Any, rung: rungs.Rung | None, out_address: int) -> _Plan:
     return _Plan(out_shape, copy_input, calls)
 
 
-def transpose(x: Any, *, method: str = "auto", out: Any = None) -> Any:
-    """Swap the last two axes of ``x`` into a new C-contiguous array.
+def transpose(x: Any, axes: Any = None, *, method: str = "auto", out: Any = None) -> Any:
+    """Swap the last two axes of ``x`` into a new C-contiguous array, or permute its axes.
+
+    Without ``axes`` this differs from :func:`numpy.transpose`, which reverses every axis: here
+    an ``(..., M, N)`` stack of matrices becomes ``(..., N, M)`` (the two agree for 2-D arrays).
+    With ``axes`` it is NumPy's ``transpose(x, axes)``, computed by
+    :func:`gpukernels.permute_dims`.
 
     Parameters
     ----------
     x : cupy.ndarray or GPU array
         An array of at least 2 dimensions, shape ``(..., M, N)``, of any bool, integer, float or
-        complex dtype. Any strides (views, negative steps) are accepted; objects exposing
-        ``__cuda_array_interface__`` or DLPack are used without a copy.
+        complex dtype (any number of dimensions with ``axes``). Any strides (views, negative
+        steps) are accepted; objects exposing ``__cuda_array_interface__`` or DLPack are used
+        without a copy.
+    axes : sequence of ints, optional
+        A permutation of the axes, as in NumPy; ``method`` then names a rung of
+        ``gpukernels.methods("permute_dims")``.
     method : str, optional
         A rung of ``gpukernels.methods("transpose")``, or ``"auto"`` (the fastest for the input:
         ``vector``, or ``words_async``/``words`` for 1- and 2-byte rows that are not whole
@@ -146,7 +155,18 @@ def transpose(x: Any, *, method: str = "auto", out: Any = None) -> Any:
     array([[0., 3.],
            [1., 4.],
            [2., 5.]], dtype=float32)
+    >>> gk.transpose(cupy.zeros((2, 3, 4)), axes=(2, 0, 1)).shape
+    (4, 2, 3)
     """
+    if axes is not None:  # NumPy's transpose(x, axes): the permutation ladder
+        from ..permute import LADDER as PERMUTE
+        from ..permute import permute_dims
+
+        if isinstance(method, str) and method != "auto" and method not in PERMUTE.names:
+            raise ValueError(f"with axes=, method is a rung of gpukernels.methods("
+                             f"'permute_dims') ({', '.join(PERMUTE.names)}) or 'auto', not "
+                             f"{method!r}")
+        return permute_dims(x, axes, method=method, out=out)
     # 1. Validate, and plan once per layout: the checks run whenever a layout is planned, and a
     # planned layout has passed them (everything the plan depends on is in its key).
     cupy = _device.cupy

@@ -1,0 +1,154 @@
+// permute.cu - out = x.transpose(axes), C-contiguous: the permutation ladder.
+//
+// The host describes a permutation by the output's axes after merging (ops/permute/__init__.py):
+// size-1 axes dropped, and neighbouring output axes joined where the input walks them in the same
+// order with no gap. What is left, at most GK_PERMUTE_RANK axes, comes in a gk_permute_dims by
+// value: the output's lengths in its axis order (the last is the fastest) and, for each output
+// axis, the input's stride along it in elements (any sign). Every rung has the signature
+//
+//   permute_<rung><T, Index, geometry...>(in, out, dims)
+//
+// T is a carrier type of the element's size (a permutation moves bits, as a transpose does);
+// Index the integer type of all offsets (`int` when the host has checked that they fit in 31
+// bits, `long long` otherwise). The geometry comes in as template arguments, set in one place on
+// the host (ops/permute/rungs.py). Decoding a linear index into coordinates divides once per
+// axis; the rungs above the first divide once per block instead of once per element.
+#include "../common.cuh"
+
+#define GK_PERMUTE_RANK 8
+
+struct gk_permute_dims {
+    i64 length[GK_PERMUTE_RANK];     // the output's lengths, its last axis fastest
+    i64 in_stride[GK_PERMUTE_RANK];  // the input's stride along each output axis, in elements
+    int rank;                        // axes in use, 1 to GK_PERMUTE_RANK
+    int tile_axis;                   // permute_tiled: the axis tiled with the last one
+};
+
+// The input offset of the element whose coordinates along the axes other than skip_a and skip_b
+// are those of `linear`, read row-major over those axes (the skipped axes at 0).
+template <typename Index>
+__device__ __forceinline__ Index gk_permute_offset(const gk_permute_dims& dims, Index linear,
+                                                   int skip_a, int skip_b) {
+    Index offset = 0;
+    for (int axis = dims.rank - 1; axis >= 0; --axis) {
+        if (axis == skip_a || axis == skip_b) continue;
+        const Index length = (Index)dims.length[axis];
+        offset += (linear % length) * (Index)dims.in_stride[axis];
+        linear /= length;
+    }
+    return offset;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 1 - gather: one thread per output element, in output order. Each thread decodes its index
+// into coordinates (a division per axis) and reads the input element there. Writes coalesce;
+// reads coalesce only where the output's last axis is the input's fastest. The textbook kernel
+// (any permutation, any strides), and the reference point of the ladder.
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename Index>
+__global__ void permute_gather(const T* __restrict__ in, T* __restrict__ out,
+                               gk_permute_dims dims) {
+    Index total = 1;
+    for (int axis = 0; axis < dims.rank; ++axis) total *= (Index)dims.length[axis];
+    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (Index)gridDim.x * blockDim.x) {
+        out[i] = in[gk_permute_offset<Index>(dims, i, -1, -1)];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 2 - tiled: a TILE x TILE tile over two axes staged through shared memory, as the 2-D
+// `shared` transpose does: the output's last axis (P, written along) and the input's fastest axis
+// among the others (Q = dims.tile_axis, read along). Both the loads and the stores of a warp then
+// touch consecutive addresses; every other axis is folded into blockIdx.z (a grid-stride loop
+// over their product), decoded once per tile. TILE x ROWS threads, TILE * TILE / (32 ROWS)
+// elements each; a padding word per row keeps the column reads free of bank conflicts.
+// Launch with blockDim = (32, ROWS); gridDim.x over Q tiles, y over P tiles (grid-stride).
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename Index, int TILE, int ROWS>
+__global__ void __launch_bounds__(32 * ROWS)
+permute_tiled(const T* __restrict__ in, T* __restrict__ out, gk_permute_dims dims) {
+    static_assert(TILE % 32 == 0 && TILE % ROWS == 0, "whole warps across, whole rows down");
+    // Rows padded by one 4-byte word (one element for larger items): a column read then hits
+    // 32 banks. One byte of padding would leave 1-byte tiles 2-way conflicted.
+    constexpr int PAD = sizeof(T) >= 4 ? 1 : 4 / (int)sizeof(T);
+    __shared__ T tile[TILE][TILE + PAD];
+    const int P = dims.rank - 1, Q = dims.tile_axis;
+    const Index p_length = (Index)dims.length[P], q_length = (Index)dims.length[Q];
+    const Index p_in = (Index)dims.in_stride[P], q_in = (Index)dims.in_stride[Q];
+    // Output strides of Q and of the folded axes: the output is C-contiguous.
+    Index q_out = 1, others = 1;
+    for (int axis = dims.rank - 1; axis > Q; --axis) q_out *= (Index)dims.length[axis];
+    for (int axis = 0; axis < dims.rank; ++axis) {
+        if (axis != P && axis != Q) others *= (Index)dims.length[axis];
+    }
+    const Index q0 = (Index)blockIdx.x * TILE;
+    for (Index fold = blockIdx.z; fold < others; fold += gridDim.z) {
+        // The folded axes' coordinates: their input offset and their output offset.
+        Index in_base = 0, out_base = 0, rest = fold, out_stride = 1;
+        for (int axis = dims.rank - 1; axis >= 0; --axis) {
+            const Index length = (Index)dims.length[axis];
+            if (axis != P && axis != Q) {
+                const Index c = rest % length;
+                rest /= length;
+                in_base += c * (Index)dims.in_stride[axis];
+                out_base += c * out_stride;
+            }
+            out_stride *= length;
+        }
+        for (Index p0 = (Index)blockIdx.y * TILE; p0 < p_length; p0 += (Index)gridDim.y * TILE) {
+            // Load: lanes along Q (the input's fastest), rows along P.
+#pragma unroll
+            for (int j0 = 0; j0 < TILE; j0 += ROWS) {
+#pragma unroll
+                for (int k0 = 0; k0 < TILE; k0 += 32) {
+                    const int j = j0 + threadIdx.y, k = k0 + threadIdx.x;
+                    const Index q = q0 + k, p = p0 + j;
+                    if (q < q_length && p < p_length) {
+                        tile[j][k] = in[in_base + q * q_in + p * p_in];
+                    }
+                }
+            }
+            __syncthreads();
+            // Store: lanes along P (the output's last axis), rows along Q.
+#pragma unroll
+            for (int j0 = 0; j0 < TILE; j0 += ROWS) {
+#pragma unroll
+                for (int k0 = 0; k0 < TILE; k0 += 32) {
+                    const int j = j0 + threadIdx.y, k = k0 + threadIdx.x;
+                    const Index q = q0 + j, p = p0 + k;
+                    if (q < q_length && p < p_length) {
+                        out[out_base + q * q_out + p] = tile[k][j];
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 3 - rows: for permutations that keep the input's fastest axis last (e.g. (1, 0, 2)), the
+// output is whole rows of the input, each contiguous: a strided copy of rows. T is a word of the
+// widest size (up to 16 bytes) that every row start, the row length and both pointers allow;
+// the host expresses lengths and strides in those words. A block of X x Y threads (X * Y =
+// THREADS, X the row's words rounded up to a power of two) copies chunks of X words of Y rows;
+// gridDim.x walks a row's chunks, y the rows (grid-stride). Each thread decodes the input offset
+// of its row (a division per axis) for the one word it copies there.
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename Index, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+permute_rows(const T* __restrict__ in, T* __restrict__ out, gk_permute_dims dims) {
+    const int last = dims.rank - 1;
+    const Index row_length = (Index)dims.length[last];
+    const Index last_stride = (Index)dims.in_stride[last];
+    Index rows = 1;
+    for (int axis = 0; axis < last; ++axis) rows *= (Index)dims.length[axis];
+    const Index column = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    if (column >= row_length) return;
+    for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
+         row += (Index)gridDim.y * blockDim.y) {
+        out[row * row_length + column] =
+            in[gk_permute_offset<Index>(dims, row, last, -1) + column * last_stride];
+    }
+}

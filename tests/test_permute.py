@@ -1,0 +1,207 @@
+"""permute_dims and transpose(x, axes): every rung against NumPy's transpose(x, axes).
+
+Outputs start poisoned (every byte 0xFF), so an element a kernel forgets to write shows; the
+data is fresh random bits of every dtype; layouts cover odd lengths, size-1 and empty axes,
+strided and reversed views, up to 8 axes, and both index widths.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy
+import pytest
+
+import gpukernels as gk
+from gpukernels._core.launch import record_launches
+from gpukernels.ops.permute import merge_axes, normalize_axes
+from gpukernels.validation import poisoned
+
+RUNGS = gk.methods("permute_dims")
+DTYPES = ("bool", "int8", "float16", "float32", "float64", "complex128")
+
+
+# ---- CPU: axes ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ndim", [0, 1, 2, 3, 5])
+def test_normalize_axes_agrees_with_numpy(ndim):
+    x = numpy.zeros((2, 3, 4, 5, 6)[:ndim])  # distinct lengths: the shape names the axes
+    for axes in itertools.permutations(range(ndim)):
+        negative = tuple(a - ndim if a % 2 else a for a in axes)
+        assert normalize_axes(negative, ndim) == axes
+        assert tuple(x.shape[a] for a in axes) == numpy.transpose(x, negative).shape
+    assert normalize_axes(None, ndim) == tuple(reversed(range(ndim)))
+
+
+@pytest.mark.parametrize(("axes", "error"), [
+    ((0, 0, 1), ValueError), ((0, 1), ValueError), ((0, 1, 2, 3), ValueError),
+    ((0, 1, 3), numpy.exceptions.AxisError), ((0, 1, -4), numpy.exceptions.AxisError),
+    ((0, 1.0, 2), TypeError), ((True, 0, 2), TypeError), (5, ValueError), ("012", TypeError)])
+def test_normalize_axes_errors_are_numpys(axes, error):
+    with pytest.raises(error):
+        normalize_axes(axes, 3)
+    with pytest.raises(error):
+        numpy.transpose(numpy.zeros((2, 3, 4)), axes)
+
+
+def test_dtypes_without_kernels_are_refused():
+    from gpukernels.ops.permute import _check_dtype
+
+    for dtype in ("datetime64[s]", "U3", "O", "V4"):
+        with pytest.raises(TypeError, match="permute_dims supports"):
+            _check_dtype(numpy.dtype(dtype))
+    assert _check_dtype(numpy.dtype("complex128")) == numpy.complex128
+
+
+def test_merge_axes():
+    # (256, 512, 512) float32, element strides (262144, 512, 1)
+    assert merge_axes((512, 256, 512), (1, 262144, 512)) == ((512, 131072), (1, 512))  # (2,0,1)
+    assert merge_axes((512, 256, 512), (512, 262144, 1)) == ((512, 256, 512), (512, 262144, 1))
+    assert merge_axes((256, 1, 512, 512), (262144, 7, 512, 1)) == ((67108864,), (1,))
+    assert merge_axes((1, 1), (3, 5)) == ((), ())
+    assert merge_axes((4, 6), (-6, 1)) == ((4, 6), (-6, 1))  # reversed rows do not merge
+
+
+# ---- GPU: every rung against NumPy -------------------------------------------------------------
+
+cupy = pytest.importorskip("cupy")
+
+
+def _random(shape, dtype, rng):
+    """Random bits of ``dtype`` (every byte pattern, NaNs included)."""
+    dtype = numpy.dtype(dtype)
+    raw = rng.integers(0, 256, int(numpy.prod(shape)) * dtype.itemsize, dtype=numpy.uint8)
+    if dtype.kind == "b":
+        return (raw[:int(numpy.prod(shape))] & 1).astype(bool).reshape(shape)
+    return raw.view(dtype).reshape(shape)
+
+
+def _check(x_host, x, axes, method, **kwargs):
+    want = numpy.transpose(x_host, axes).copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+    out = poisoned(want.shape, want.dtype)
+    got = gk.permute_dims(x, axes, method=method, out=out, **kwargs)
+    assert got is out
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert bytes(got.get().data) == bytes(want.data)  # every bit (NaN payloads included)
+    again = gk.permute_dims(x, axes, method=method)
+    assert again.flags.c_contiguous and again.shape == want.shape
+    assert bytes(again.get().data) == bytes(got.get().data)
+
+
+LAYOUTS = [
+    ((3, 5, 7), (2, 0, 1)), ((3, 5, 7), (1, 0, 2)), ((3, 5, 7), (2, 1, 0)), ((3, 5, 7), (0, 2, 1)),
+    ((33, 65, 17), (1, 2, 0)), ((40, 1, 70), (2, 1, 0)), ((2, 3, 4, 5), (3, 2, 1, 0)),
+    ((2, 3, 4, 5), (0, 2, 1, 3)), ((6, 70, 9, 33), (1, 3, 0, 2)), ((129, 67), (1, 0)),
+    ((2, 1, 3, 1, 2, 3, 2, 2), (7, 0, 6, 1, 5, 2, 4, 3)), ((2,) * 8, tuple(range(7, -1, -1))),
+    ((2,) * 9, (1, 0, 2, 3, 4, 5, 6, 8, 7)),  # 9 axes that merge into 4
+    ((1000,), (0,)), ((), ()), ((0, 4, 5), (2, 0, 1)), ((5, 4, 3), (0, 1, 2)),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("method", RUNGS + ("auto",))
+@pytest.mark.parametrize(("shape", "axes"), LAYOUTS, ids=[f"{s}-{a}" for s, a in LAYOUTS])
+def test_every_rung_matches_numpy(shape, axes, method, dtype, rng, index_width):
+    x_host = _random(shape, dtype, rng)
+    x = cupy.asarray(x_host)
+    if method == "rows" and not _keeps_last(shape, axes, x.strides, x.itemsize):
+        with pytest.raises(ValueError, match="rows that stay contiguous"):
+            gk.permute_dims(x, axes, method=method)
+        return
+    _check(x_host, x, axes, method)
+
+
+def _keeps_last(shape, axes, strides, itemsize):
+    if 0 in shape:
+        return True  # nothing to launch: every rung takes it
+    lengths, in_strides = merge_axes(tuple(shape[a] for a in axes),
+                                     tuple(strides[a] // itemsize for a in axes))
+    return not lengths or in_strides[-1] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RUNGS + ("auto",))
+def test_more_than_8_axes_after_merging_are_refused(method):
+    x = cupy.zeros((2,) * 9, cupy.float32)
+    with pytest.raises(ValueError, match="up to 8 axes"):
+        gk.permute_dims(x, tuple(range(8, -1, -1)), method=method)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RUNGS + ("auto",))
+@pytest.mark.parametrize("view", ["reversed", "strided", "sliced", "transposed"])
+def test_views(method, view, rng):
+    base_host = _random((12, 34, 56), "float32", rng)
+    base = cupy.asarray(base_host)
+    views = {"reversed": (slice(None, None, -1), slice(None), slice(None, None, -2)),
+             "strided": (slice(None, None, 2), slice(1, None, 3), slice(None)),
+             "sliced": (slice(1, 10), slice(3, 30), slice(5, 50))}
+    if view == "transposed":
+        x, x_host = base.transpose(1, 2, 0), base_host.transpose(1, 2, 0)
+    else:
+        x, x_host = base[views[view]], base_host[views[view]]
+    for axes in itertools.permutations(range(3)):
+        try:
+            _check(x_host, x, axes, method)
+        except ValueError as error:
+            assert method == "rows" and "rows that stay contiguous" in str(error)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("shape", "axes", "kernel"), [
+    ((256, 64, 96), (2, 0, 1), "transpose_"),  # merges into a matrix transpose
+    ((6, 64, 96), (0, 2, 1), "transpose_"),  # a batch of them
+    ((64, 32, 96), (1, 0, 2), "permute_rows"),  # the contiguous axis stays last
+    ((8, 16, 32, 64), (3, 2, 1, 0), "permute_tiled"),
+    ((64, 64, 64), (2, 1, 0), "permute_tiled"),
+])
+def test_auto_picks(shape, axes, kernel):
+    x = cupy.zeros(shape, cupy.float32)
+    with record_launches(dry_run=True) as launches:
+        gk.permute_dims(x, axes)
+    assert len(launches) == 1 and launches[0].instance.startswith(kernel), launches
+
+
+@pytest.mark.gpu
+def test_transpose_with_axes_is_permute_dims(rng):
+    x_host = rng.random((4, 5, 6), dtype=numpy.float32)
+    x = cupy.asarray(x_host)
+    for axes in ((2, 0, 1), [1, 2, 0], (-1, -3, -2)):
+        assert numpy.array_equal(gk.transpose(x, axes).get(), numpy.transpose(x_host, axes))
+        assert numpy.array_equal(gk.transpose(x, axes, method="gather").get(),
+                                 numpy.transpose(x_host, axes))
+    assert numpy.array_equal(gk.permute_dims(x).get(), numpy.transpose(x_host))
+    with pytest.raises(ValueError, match="with axes=, method is a rung"):
+        gk.transpose(x, (2, 0, 1), method="vector")
+    # without axes, the last two axes swap (NumPy would reverse all three)
+    assert gk.transpose(x).shape == (4, 6, 5)
+
+
+@pytest.mark.gpu
+def test_bad_calls_raise_before_any_launch(rng):
+    x = cupy.asarray(rng.random((4, 5, 6), dtype=numpy.float32))
+    with record_launches() as launches:
+        for axes, error in (((0, 0, 1), ValueError), ((0, 1), ValueError),
+                            ((0, 1, 3), numpy.exceptions.AxisError), ([0, 1.5, 2], TypeError),
+                            ("abc", TypeError)):
+            with pytest.raises(error):
+                gk.permute_dims(x, axes)
+        with pytest.raises(TypeError, match=r"cupy\.asarray"):
+            gk.permute_dims(numpy.zeros((2, 2)), (1, 0))
+        with pytest.raises(ValueError, match="unknown permute_dims method"):
+            gk.permute_dims(x, (1, 0, 2), method="fast")
+        with pytest.raises(ValueError):
+            gk.permute_dims(x, (2, 0, 1), out=cupy.empty((5, 4, 6), cupy.float32))
+        with pytest.raises(TypeError):
+            gk.permute_dims(x, (2, 0, 1), out=cupy.empty((6, 4, 5), cupy.float64))
+    assert launches == []
+    _check(x.get(), x, (2, 0, 1), "auto")  # the library works on
+
+
+@pytest.mark.gpu
+def test_numpy_integer_axes_and_lists(rng):
+    x = cupy.asarray(rng.random((3, 4, 5), dtype=numpy.float32))
+    for axes in ([2, 0, 1], (numpy.int64(2), numpy.int32(0), 1), numpy.array([2, 0, 1])):
+        assert numpy.array_equal(gk.permute_dims(x, axes).get(),
+                                 numpy.transpose(x.get(), (2, 0, 1)))
