@@ -17,7 +17,7 @@ import numpy
 from ..._core import device as _device
 from ..._core import ladder as _ladder
 from ..._core.launch import PLANS, Array, finish_out, index_type, prepare_out, span
-from ..transpose import transpose as _transpose
+from .. import transpose as _transpose
 from . import check, rungs
 from .rungs import CARRIERS, LADDER, MAX_RANK, Problem
 
@@ -107,12 +107,12 @@ class _Plan:
     def __call__(self, x: Any, result: Any) -> None:
         if self.copy_input:
             x = _device.cupy.ascontiguousarray(x)
-        if self.call is not None:
-            self.call(x, result)
+        if self.call is not None:  # a permutation kernel, or the transpose ladder's planned
+            self.call(x, result)   # launches (they read x's and the result's data pointers)
         elif self.view is not None:
             shape, strides, out_shape = self.view
             matrices = _device.cupy.ndarray(shape, x.dtype, memptr=x.data, strides=strides)
-            _transpose(matrices, out=result.reshape(out_shape))
+            _transpose.transpose(matrices, out=result.reshape(out_shape))
 
 
 def _plan(x: Any, axes: tuple[int, ...], rung: rungs.Rung | None, out_address: int) -> _Plan:
@@ -134,6 +134,10 @@ def _plan(x: Any, axes: tuple[int, ...], rung: rungs.Rung | None, out_address: i
         shape = (batch, lengths[-1], lengths[-2])
         view = (shape, (batch_stride * itemsize, in_strides[-1] * itemsize, itemsize),
                 (batch, lengths[-2], lengths[-1]))
+        matrices = _device.cupy.ndarray(shape, x.dtype, memptr=x.data, strides=view[1])
+        planned = _transpose._plan(matrices, None, out_address)
+        if planned.single is not None:  # one launch from the input's data to the result's
+            return _Plan(out_shape, call=planned.single, copy_input=copy_input)
         return _Plan(out_shape, view=view, copy_input=copy_input)
     if not lengths:  # one element: a row of one
         lengths, in_strides = (1,), (1,)
