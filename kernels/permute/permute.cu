@@ -43,7 +43,9 @@ __device__ __forceinline__ Index gk_permute_offset(const gk_permute_dims& dims, 
 // Rung 1 - gather: one thread per output element, in output order. Each thread decodes its index
 // into coordinates (a division per axis) and reads the input element there. Writes coalesce;
 // reads coalesce only where the output's last axis is the input's fastest. The textbook kernel
-// (any permutation, any strides), and the reference point of the ladder.
+// (any permutation, any strides), and the reference point of the ladder: on an H100, 0.28 of a
+// copy for (256, 512, 512) float32 with axes (2, 0, 1), 0.13 for (32, 64, 128, 256) with
+// (3, 2, 1, 0), 0.06 for int8 (512,)*3 with (2, 1, 0), as slow as CuPy's strided copy.
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index>
 __global__ void permute_gather(const T* __restrict__ in, T* __restrict__ out,
@@ -61,8 +63,11 @@ __global__ void permute_gather(const T* __restrict__ in, T* __restrict__ out,
 // `shared` transpose does: the output's last axis (P, written along) and the input's fastest axis
 // among the others (Q = dims.tile_axis, read along). Both the loads and the stores of a warp then
 // touch consecutive addresses; every other axis is folded into blockIdx.z (a grid-stride loop
-// over their product), decoded once per tile. TILE x ROWS threads, TILE * TILE / (32 ROWS)
+// over their product), decoded once per tile. 32 x ROWS threads, TILE * TILE / (32 ROWS)
 // elements each; a padding word per row keeps the column reads free of bank conflicts.
+// On an H100 (held): 0.90 of a copy for (32, 64, 128, 256) float32 with (3, 2, 1, 0), 0.94 for
+// (256, 512, 512) with (2, 0, 1); 1- and 2-byte items only 0.53 (int8) and 0.45 (float16):
+// a warp moves one item per lane, 32 or 64 bytes an access.
 // Launch with blockDim = (32, ROWS); gridDim.x over Q tiles, y over P tiles (grid-stride).
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index, int TILE, int ROWS>
@@ -134,7 +139,9 @@ permute_tiled(const T* __restrict__ in, T* __restrict__ out, gk_permute_dims dim
 // the host expresses lengths and strides in those words. A block of X x Y threads (X * Y =
 // THREADS, X the row's words rounded up to a power of two) copies chunks of X words of Y rows;
 // gridDim.x walks a row's chunks, y the rows (grid-stride). Each thread decodes the input offset
-// of its row (a division per axis) for the one word it copies there.
+// of its row (a division per axis) for the one word it copies there. On an H100 (held): 0.98
+// of a copy for (256, 512, 512) float32 with (1, 0, 2), 1.00 for (32, 64, 128, 256) with
+// (0, 2, 1, 3).
 // ---------------------------------------------------------------------------------------------
 template <typename T, typename Index, int THREADS>
 __global__ void __launch_bounds__(THREADS)

@@ -108,15 +108,18 @@ def plan_gather(p: Problem) -> Planned:
 
 # --- rung 2: tiled ------------------------------------------------------------------------------
 
-#: TILE per item size: 64 x 64 elements for 1- and 2-byte items (a warp's rows of 64 and 128
-#: bytes), 32 x 32 from 4 bytes up. 64 x 64 float32 tiles measured 0.80 of a copy on (32, 64,
-#: 128, 256) with axes (3, 2, 1, 0), against 0.85 for 32 x 32 (benchmarks/NOTES.md, item 46).
-TILES = {1: 64, 2: 64, 4: 32, 8: 32, 16: 32}
-TILED_ROWS = 8
+#: TILE and ROWS (32 x ROWS threads) per item size, the best of 2 to 16 rows and 32 to 128
+#: columns measured on an H100 (benchmarks/NOTES.md, item 46): float32 (32, 64, 128, 256) with
+#: axes (3, 2, 1, 0) 0.79 of a copy with 32 x 8, 0.85 with 32 x 4 (0.80 with 64 x 8); int8
+#: (512,)*3 with (2, 1, 0) 0.50 with 64 x 8 (0.45 to 0.30 otherwise); float16 (255, 513, 511)
+#: with (1, 2, 0) 0.43 with 128 x 16 (0.39 with 64 x 8). 8- and 16-byte items keep 32 x 8.
+TILES = {1: 64, 2: 128, 4: 32, 8: 32, 16: 32}
+TILED_ROWS = {1: 8, 2: 16, 4: 4, 8: 8, 16: 8}
 
 
 def _tiled_instance(itemsize: int, index: str) -> str:
-    return f"permute_tiled<{CARRIERS[itemsize]}, {index}, {TILES[itemsize]}, {TILED_ROWS}>"
+    return (f"permute_tiled<{CARRIERS[itemsize]}, {index}, {TILES[itemsize]}, "
+            f"{TILED_ROWS[itemsize]}>")
 
 
 def plan_tiled(p: Problem) -> Planned:
@@ -126,7 +129,8 @@ def plan_tiled(p: Problem) -> Planned:
     others = math.prod(length for axis, length in enumerate(p.lengths) if axis not in (q, last))
     grid = (min(ceil_div(p.lengths[q], tile), MAX_GRID_X),
             min(ceil_div(p.lengths[last], tile), MAX_GRID_YZ), min(others, MAX_GRID_YZ))
-    return Planned(Launch(SOURCE, _tiled_instance(p.itemsize, p.index), grid, (32, TILED_ROWS, 1)),
+    return Planned(Launch(SOURCE, _tiled_instance(p.itemsize, p.index), grid,
+                          (32, TILED_ROWS[p.itemsize], 1)),
                    dims_value(p.lengths, p.in_strides, q))
 
 
