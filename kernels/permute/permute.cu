@@ -12,7 +12,8 @@
 // Index the integer type of all offsets (`int` when the host has checked that they fit in 31
 // bits, `long long` otherwise). The geometry comes in as template arguments, set in one place on
 // the host (ops/permute/rungs.py). Decoding a linear index into coordinates divides once per
-// axis; the rungs above the first divide once per block instead of once per element.
+// axis: gather decodes every element, tiled the folded axes once per tile, rows a row's offset
+// once per word it copies (up to 16 bytes).
 #include "../common.cuh"
 
 #define GK_PERMUTE_RANK 8

@@ -9,13 +9,13 @@ that keep the contiguous axis last to ``rows``, and the rest to ``tiled``.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy
 
 from ..._core import device as _device
 from ..._core import ladder as _ladder
+from ..._core.axes import axis_index
 from ..._core.launch import PLANS, Array, finish_out, index_type, prepare_out, span
 from .. import transpose as _transpose
 from . import check, rungs
@@ -49,17 +49,8 @@ def normalize_axes(axes: Any, ndim: int) -> tuple[int, ...]:
         raise TypeError(f"axes must be a sequence of integers, not {axes!r}")
     if not hasattr(axes, "__len__"):
         axes = (axes,)  # one integer: NumPy takes it as a sequence of one
-    normalized = []
-    for axis in axes:
-        if isinstance(axis, (bool, numpy.bool_)):
-            raise TypeError(f"axes must be integers, not {axis!r}")
-        try:
-            axis = operator.index(axis)
-        except TypeError:
-            raise TypeError(f"axes must be integers, not {axis!r}") from None
-        if not -ndim <= axis < ndim:
-            raise numpy.exceptions.AxisError(axis, ndim)
-        normalized.append(axis % ndim)
+    normalized = [axis_index(axis, ndim, f"axes must be integers, not {axis!r}")
+                  for axis in axes]
     if len(normalized) != ndim:
         raise ValueError(f"axes don't match array: {len(normalized)} axes for an array of "
                          f"{ndim} dimensions")

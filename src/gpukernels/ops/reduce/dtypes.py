@@ -8,11 +8,12 @@ are enumerated from the same functions, so no instance is compiled that no call 
 from __future__ import annotations
 
 import functools
-import operator
 import warnings
 from typing import Any
 
 import numpy
+
+from ..._core.axes import axis_index
 
 __all__ = ["OPERATORS", "C_TYPES", "reduction_result_dtype", "normalize_axis",
            "accumulator", "writes", "to_result", "reachable"]
@@ -100,17 +101,8 @@ def normalize_axis(axis: Any, ndim: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
     axes = axis if isinstance(axis, tuple) else (axis,)
-    normalized = []
-    for ax in axes:
-        if isinstance(ax, (bool, numpy.bool_)):  # NumPy refuses axis=True
-            raise TypeError(f"axis must be an integer or a tuple of integers, not {axis!r}")
-        try:
-            ax = operator.index(ax)
-        except TypeError:
-            raise TypeError(f"axis must be an integer or a tuple of integers, not {axis!r}") from None
-        if not -ndim <= ax < ndim:
-            raise numpy.exceptions.AxisError(ax, ndim)
-        normalized.append(ax % ndim)
+    refusal = f"axis must be an integer or a tuple of integers, not {axis!r}"
+    normalized = [axis_index(ax, ndim, refusal) for ax in axes]
     if len(set(normalized)) != len(normalized):
         raise ValueError("duplicate value in 'axis'")
     return tuple(sorted(normalized))
