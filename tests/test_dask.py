@@ -35,8 +35,17 @@ def _numpy_kernel(name):
     if name == "matmul":
         return lambda a, b, method, precision: numpy.matmul(a, b)
     function = getattr(numpy, name)
-    return lambda x, axis, keepdims, method, **options: function(x, axis=axis,
-                                                                 keepdims=keepdims, **options)
+
+    def reduce(x, axis, keepdims, method, dtype=None):
+        options = {} if dtype is None else {"dtype": dtype}
+        if numpy.dtype(dtype or x.dtype) == numpy.float16 and name in ("sum", "prod"):
+            # the kernels accumulate float16 results in float32 and round once; NumPy's own
+            # float16 sum rounds every addition
+            options["dtype"] = numpy.float32
+            return function(x, axis=axis, keepdims=keepdims, **options).astype(numpy.float16)
+        return function(x, axis=axis, keepdims=keepdims, **options)
+
+    return reduce
 
 
 @pytest.fixture
