@@ -147,8 +147,9 @@ def test_parse_main_arguments_keep_working():
 
 
 def test_choices_come_from_the_registry(capsys):
-    assert benchmark.targets() == ("all", "transpose", "permute", "matmul", "reduce",
-                                   "permute_dims", "sum", "prod", "min", "max")
+    assert benchmark.targets() == ("all", "transpose", "permute", "matmul", "reduce", "scan",
+                                   "permute_dims", "sum", "prod", "min", "max", "cumsum",
+                                   "cumprod")
     text = help_text(capsys, "describe")
     assert all(name in text for name in OPERATIONS)
     text = help_text(capsys, "bench")

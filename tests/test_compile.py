@@ -38,7 +38,7 @@ nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_120")
 SOURCE_NAMES = ("transpose/transpose.cu", "transpose/words.cu", "permute/permute.cu",
                 "matmul/simt.cu", "matmul/mma.cu",
-                "matmul/wgmma.cu", "reduce/reduce.cu", "reduce/axis.cu", "timing.cu")
+                "matmul/wgmma.cu", "reduce/reduce.cu", "reduce/axis.cu", "scan/scan.cu", "timing.cu")
 # Every source for every architecture, except those built for one architecture only (sm_90a).
 SOURCE_ARCHS = [(name, arch) for name in SOURCE_NAMES
                 for arch in ((_compile.SOURCES[name].arch,) if _compile.SOURCES[name].arch
@@ -270,8 +270,9 @@ def test_eager_groups_leave_the_rare_instances_for_first_use():
 
 
 def test_ladders_and_operations():
-    assert list(OPERATIONS) == ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max"]
-    assert list(ladders()) == ["transpose", "permute", "matmul", "reduce"]
+    assert list(OPERATIONS) == ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max",
+                                "cumsum", "cumprod"]
+    assert list(ladders()) == ["transpose", "permute", "matmul", "reduce", "scan"]
 
 
 # --- the loader: header inlining and error reporting -------------------------------------------

@@ -35,6 +35,8 @@ def _numpy_kernel(name):
     if name == "matmul":
         return lambda a, b, method, precision: numpy.matmul(a, b)
     function = getattr(numpy, name)
+    if name in ("cumsum", "cumprod"):
+        return lambda x, axis, dtype, method: function(x, axis=axis, dtype=dtype)
 
     def reduce(x, axis, keepdims, method, dtype=None):
         options = {} if dtype is None else {"dtype": dtype}
@@ -101,6 +103,31 @@ def test_permute_dims_graph_permutes_blocks_and_chunks(numpy_chunks, rng):
         gkd.permute_dims(dx, (0, 0, 1, 2))
     with pytest.raises(numpy.exceptions.AxisError):
         gkd.permute_dims(dx, (0, 1, 2, 4))
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+def test_scan_graph_scans_blocks_then_carries_along_the_axis(numpy_chunks, rng, name):
+    x = rng.integers(-5, 6, (70, 45)).astype(numpy.int32)
+    dx = da.from_array(x, chunks=(30, 20))
+    for axis in (0, 1, -1, None):
+        y = getattr(gkd, name)(dx, axis=axis, method="look_back")
+        want = getattr(numpy, name)(x, axis=axis)
+        assert y.dtype == want.dtype == numpy.int64
+        assert numpy.array_equal(y.compute(), want)
+        # Dask binds dtype= onto the task function: partial(partial(_scan_block, name, ...))
+        blocks = [t.func.func for t in dict(y.__dask_graph__()).values()
+                  if getattr(getattr(getattr(t, "func", None), "func", None), "func", None)
+                  is gkd._scan_block]
+        if axis is not None:  # (flattened, Dask first rechunks into rows)
+            assert len(blocks) == math.prod(dx.numblocks)
+        assert blocks and all(block.args == (name, "look_back") for block in blocks)
+    assert getattr(gkd, name)(dx, axis=0, dtype=numpy.int8).dtype == numpy.int8
+    with pytest.raises(numpy.exceptions.AxisError):
+        getattr(gkd, name)(dx, axis=2)
+    with pytest.raises(TypeError):
+        getattr(gkd, name)(dx, axis=(0,))
+    with pytest.raises(ValueError, match="unknown"):
+        getattr(gkd, name)(dx, method="bogus")
 
 
 @pytest.mark.parametrize("shapes", [((37, 50), (50, 29)), ((4, 37, 50), (50, 29)),
@@ -270,6 +297,14 @@ def _all_operations(rng):
         d = da.from_array(cupy.asarray(data), chunks=(300, 256))
         for axis in (None, 0, 1):
             _check(name, getattr(gkd, name)(d, axis=axis), data, axis=axis)
+    for name in ("cumsum", "cumprod"):
+        data = 1.0 + x / 1000 if name == "cumprod" else x
+        d = da.from_array(cupy.asarray(data), chunks=(300, 256))
+        for axis in (None, 0, 1):
+            # each block's scan is rounded to float32 before the carries are added
+            extra = 4 * float(numpy.finfo(numpy.float32).eps) * numpy.abs(
+                getattr(numpy, name)(numpy.abs(data.astype(numpy.float64)), axis=axis))
+            _check(name, getattr(gkd, name)(d, axis=axis), data, axis=axis, extra_bound=extra)
     ints = rng.integers(-1000, 1000, (513, 300), dtype=numpy.int32)
     _check("sum", gkd.sum(da.from_array(cupy.asarray(ints), chunks=100), axis=0), ints, axis=0)
     for dtype, method in ((numpy.float32, "auto"), (numpy.float16, "auto"),

@@ -1,4 +1,5 @@
-"""gpukernels: hand-written CUDA kernels for transpose, matmul and reduction, callable from Python.
+"""gpukernels: hand-written CUDA kernels for transpose, matmul, reductions and scans, callable from
+Python.
 
 Each operation is a ladder of kernels, from the textbook version to faster rungs; pick one with
 ``method=`` or let ``"auto"`` choose. Inputs are CuPy arrays (or any GPU array exposing
@@ -21,9 +22,11 @@ from .introspect import describe
 from .ops.matmul import matmul
 from .ops.permute import permute_dims
 from .ops.reduce import max, min, prod, sum
+from .ops.scan import cumprod, cumsum
 from .ops.transpose import transpose
 
-__all__ = ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max", "methods", "describe",
+__all__ = ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max", "cumsum",
+           "cumprod", "methods", "describe",
            "gpu_available", "KernelCompileError", "NoGPUError", "__version__"]
 
 try:

@@ -46,6 +46,7 @@ import builtins
 import functools
 import inspect
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -486,9 +487,74 @@ def _reduction(op: Operation) -> Callable[..., Any]:
     return function
 
 
+def _scan_block(name: str, method: str, x: Any, axis: Any = None, dtype: Any = None) -> Any:
+    return _kernel(name)(x, axis=axis, dtype=dtype, method=method)
+
+
+def _scan(op: Operation) -> Callable[..., Any]:
+    name = op.name
+    combine, identity = op.extra["combine"], op.extra["identity"]
+
+    def function(x: Any, axis: Any = None, dtype: Any = None, *, method: str = "auto") -> Any:
+        # 1. Validate (on the client): types, chunks, method, then NumPy's own errors for axis
+        # and dtype, asked of the reference on a stand-in of at most one element.
+        x = _checked(x, name)
+        op.ladder.resolve(method, name)
+        result_dtype = op.result_dtype(x._meta, dtype=dtype)
+        stand_in = numpy.zeros(tuple(builtins.min(n, 1) for n in x.shape), x.dtype)
+        op.reference(stand_in, axis=axis, dtype=dtype)
+        if axis is not None and x.ndim:
+            axis = operator.index(axis) % x.ndim
+        # 2. The graph: the kernel scans each block; each block then takes the last values of
+        # the blocks before it along the axis, one block after another (Dask's sequential
+        # cumreduction), so a given chunking always combines in the same order.
+        block = functools.partial(_scan_block, name, method)
+        block.__name__ = f"gk-{name}"  # type: ignore[attr-defined]  # Dask names tasks by it
+        return da.reductions.cumreduction(block, combine, identity, x, axis=axis,
+                                          dtype=result_dtype, method="sequential")
+
+    function.__doc__ = f"""The cumulative {name[3:]} of a Dask array of CuPy chunks along an axis,
+    :func:`gpukernels.{name}` on every block, then each block combined with the last values of
+    the blocks before it.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        Any shape, with CuPy chunks.
+    axis : int, optional
+        The axis to scan; ``None`` scans the flattened array (Dask flattens and rechunks it).
+    dtype : dtype, optional
+        The result dtype, as for :func:`gpukernels.{name}`.
+    method : str, optional
+        A rung of ``gpukernels.methods("{name}")``, or ``"auto"``, for every task.
+
+    Returns
+    -------
+    dask.array.Array
+        NumPy's result dtype and shape. The same chunking gives bitwise the same result.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a Dask array of CuPy chunks, or a dtype or ``axis`` NumPy refuses.
+    numpy.exceptions.AxisError
+        ``axis`` is out of range.
+    ValueError
+        Chunks of unknown size, or an unknown ``method``.
+
+    Examples
+    --------
+    >>> import cupy, dask.array as da, gpukernels.dask as gkd
+    >>> x = da.from_array(cupy.arange(1, 7, dtype=cupy.int32).reshape(2, 3), chunks=2)
+    >>> gkd.{name}(x, axis=1).compute().tolist() == cupy.{name}(x.compute(), axis=1).tolist()
+    True
+    """
+    return function
+
+
 _BUILDERS: dict[str, Callable[[Operation], Callable[..., Any]]] = {
     "swap_last_axes": _swap_last_axes, "permutation": _permutation, "matmul": _matmul,
-    "reduction": _reduction}
+    "reduction": _reduction, "scan": _scan}
 
 
 def _export(op: Operation) -> Callable[..., Any]:

@@ -216,7 +216,9 @@ class Operation:
         How its result is built from the blocks of a chunked input, for :mod:`gpukernels.dask`
         (one of :data:`KINDS`): ``"swap_last_axes"`` (each output block is one input block,
         transposed), ``"permutation"`` (likewise, its axes permuted by ``axes``), ``"matmul"`` (a product per block pair, summed over the contracted
-        blocks), ``"reduction"`` (a tree of reductions over the reduced axes' blocks).
+        blocks), ``"reduction"`` (a tree of reductions over the reduced axes' blocks), ``"scan"``
+        (each block scanned, then the totals of the blocks before it combined in: ``extra``
+        gives the ``"combine"`` function and its ``"identity"``).
     """
 
     name: str
@@ -249,7 +251,7 @@ OPERATIONS: dict[str, Operation] = {}
 
 #: The values of :attr:`Operation.kind`: the ways :mod:`gpukernels.dask` distributes an
 #: operation over the blocks of a Dask array.
-KINDS = ("swap_last_axes", "permutation", "matmul", "reduction")
+KINDS = ("swap_last_axes", "permutation", "matmul", "reduction", "scan")
 
 
 def register(op: Operation) -> Operation:

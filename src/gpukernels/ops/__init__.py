@@ -1,6 +1,7 @@
-"""The operations, one package each: ``transpose``, ``permute`` (permute_dims), ``matmul`` and
-``reduce`` (sum, prod, min, max). Each holds its public wrapper (``__init__.py``), its ladder of rungs with their launch
-geometry (``rungs.py``) and what the tools need (``check.py``: inputs, NumPy reference, error
+"""The operations, one package each: ``transpose``, ``permute`` (permute_dims), ``matmul``,
+``reduce`` (sum, prod, min, max) and ``scan`` (cumsum, cumprod). Each holds its public wrapper
+(``__init__.py``), its ladder of rungs with their launch geometry (``rungs.py``) and what the
+tools need (``check.py``: inputs, NumPy reference, error
 bound, benchmark spec), and registers its operations in
 :data:`gpukernels._core.ladder.OPERATIONS` when imported. Their CUDA sources are in the
 repository's ``kernels/<name>/``.
@@ -14,4 +15,5 @@ from . import transpose  # noqa: F401
 from . import permute  # noqa: F401
 from . import matmul  # noqa: F401
 from . import reduce  # noqa: F401
+from . import scan  # noqa: F401
 # isort: on

@@ -1,0 +1,567 @@
+// scan/scan.cu - inclusive scans with an associative operator: cumsum (SumOp) and cumprod
+// (ProdOp), the operators of reduce/common.cuh, so every rung serves both.
+//
+// A problem is `rows` scans of n elements each; scan r's element i is at
+//
+//   in[(r / inner) * n * inner + r % inner + i * inner]
+//
+// inner = 1: scans along the last axis, rows of contiguous elements one after another (a
+// flattened array is one row); inner > 1: along another axis of a C-contiguous array, n its
+// length and inner the product of the lengths after it. The output (C-contiguous, the same
+// shape) is laid out alike. Every rung has one signature:
+//
+//   scan_<rung><Op, In, Acc, Out, ...>(in, out, n, rows, inner, control, flags, values, capacity)
+//
+// It reads In, combines in Acc (to_acc, common.cuh) and writes Out. `control`, `flags` and
+// `values` are the single-pass rungs' scratch (see look_back); the textbook rung takes its tile
+// totals in `values` and no other scratch. The order of the combines depends only on the shape
+// and the launch configuration, never on timing: the same input gives bitwise the same output
+// (look_back says how its look-back keeps that).
+#include "../reduce/common.cuh"
+
+// Shuffles of any accumulator type, in 4-byte pieces (every Acc is a whole number of them).
+template <typename T>
+__device__ __forceinline__ T gk_shfl_up(T value, int delta) {
+    static_assert(sizeof(T) % 4 == 0, "4-byte pieces");
+    union {
+        T value;
+        int words[sizeof(T) / 4];
+    } u;
+    u.value = value;
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(T) / 4); ++i) {
+        u.words[i] = __shfl_up_sync(0xffffffffu, u.words[i], delta);
+    }
+    return u.value;
+}
+
+template <typename T>
+__device__ __forceinline__ T gk_shfl_from(T value, int lane) {
+    static_assert(sizeof(T) % 4 == 0, "4-byte pieces");
+    union {
+        T value;
+        int words[sizeof(T) / 4];
+    } u;
+    u.value = value;
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(T) / 4); ++i) {
+        u.words[i] = __shfl_sync(0xffffffffu, u.words[i], lane);
+    }
+    return u.value;
+}
+
+// Address of scan r's element i (see the top of the file).
+__device__ __forceinline__ i64 gk_scan_address(i64 r, i64 i, i64 n, i64 inner) {
+    return inner == 1 ? r * n + i : (r / inner) * n * inner + r % inner + i * inner;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 1 - hillis_steele: the textbook scan. A block of BLOCK threads scans BLOCK elements of one
+// row, one per thread, in shared memory: in step d every thread adds the value d places to its
+// left (d = 1, 2, 4, ...), log2(BLOCK) steps with a barrier each, double-buffered so that a
+// step reads only the previous step's values. The last thread writes the tile's total to
+// values[r * tiles + tile] (tiles = gridDim.x; nothing when the row is one tile). The host scans
+// those totals with the same kernel (recursively, while a row has more than one tile) and
+// scan_add_carries adds each tile's carry, the scanned total of the tiles before it: the input
+// is read once, the output written twice. Rows go to blockIdx.y (grid-stride past 65535).
+// ---------------------------------------------------------------------------------------------
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+scan_hillis_steele(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
+                   u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
+                   i64 capacity) {
+    __shared__ Acc buffer[2][BLOCK];
+    Acc* totals = reinterpret_cast<Acc*>(values);
+    const int tid = threadIdx.x;
+    const i64 i = (i64)blockIdx.x * BLOCK + tid;
+    for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+        const i64 address = gk_scan_address(r, i, n, inner);
+        buffer[0][tid] = i < n ? to_acc<Acc>(in[address]) : Op::template identity<Acc>();
+        __syncthreads();
+        int current = 0;
+        for (int offset = 1; offset < BLOCK; offset *= 2) {
+            Acc value = buffer[current][tid];
+            if (tid >= offset) value = Op::combine(buffer[current][tid - offset], value);
+            buffer[current ^ 1][tid] = value;
+            current ^= 1;
+            __syncthreads();
+        }
+        if (i < n) out[address] = to_acc<Out>(buffer[current][tid]);
+        if (tid == BLOCK - 1 && totals != nullptr) {
+            totals[r * gridDim.x + blockIdx.x] = buffer[current][tid];
+        }
+        __syncthreads();  // the next row overwrites the buffers
+    }
+}
+
+// The textbook rung's second pass: tile t >= 1 of each row combines every element with the
+// carry of the tiles before it, carries[r * (gridDim.x + 1) + t - 1] (an inclusive scan of the
+// tile totals). The output is read back as Acc (a second rounding for float results).
+template <typename Op, typename Acc, typename Out, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+scan_add_carries(Out* __restrict__ out, const Acc* __restrict__ carries, i64 n, i64 rows,
+                 i64 inner) {
+    const i64 tile = (i64)blockIdx.x + 1;
+    const i64 i = tile * BLOCK + threadIdx.x;
+    if (i >= n) return;
+    for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+        const i64 address = gk_scan_address(r, i, n, inner);
+        const Acc carry = carries[r * (gridDim.x + 1) + tile - 1];
+        out[address] = to_acc<Out>(Op::combine(carry, to_acc<Acc>(out[address])));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The single-pass rungs' look-back (CUB's decoupled look-back, made deterministic).
+//
+// Tiles take their numbers from control[0] in the order they start, so every tile that a tile
+// waits for is already running. Each tile publishes its aggregate (the combination of its own
+// elements) as soon as it has it. flags[k] says what tile k has published: epoch * 8 + 4 * start
+// + status, status 1 for the aggregate and 2 once an inclusive prefix is there too, `start`
+// whether a scan starts in the tile; epoch is control[2], advanced by the last block of each
+// launch, so flags left by earlier launches count as empty and need no clearing. The aggregate
+// and the inclusive prefix of tile k are Acc values at values + k * sizeof(Acc) and
+// values + capacity * 16 + k * sizeof(Acc).
+//
+// Determinism. CUB combines the aggregates it finds in a tree whose shape depends on which
+// tiles have finished, so float results vary from run to run. Here every prefix has one
+// definition, whoever computes it. Tiles form groups of 32; W_g(i) is the inclusive scan of
+// the aggregates of group g's tiles 0..i across a warp (Hillis-Steele, whose lane i depends only
+// on lanes 0..i); Q_g, the prefix through the end of group g, is Q_{g-1} + W_g(31), folded left
+// to right. The last tile of group g publishes Q_g as its inclusive prefix. Tile i of group g
+// needs Q_{g-1}: it takes the nearest published Q_m and folds W_{m+1}(31) ... W_{g-1}(31) onto
+// it, which is how those Q were defined, so the bits are the same whichever Q_m it found. Its
+// exclusive prefix is then Q_{g-1} + W_g(i - 1). A sequential fold over single tiles, where the
+// nearest published prefix lies hundreds of tiles back while they load, cost 3x the kernel's
+// time on 2^26 float32 (benchmarks/NOTES.md, item 48); over groups the chain is 32 times shorter.
+// ---------------------------------------------------------------------------------------------
+enum : u64 { GK_AGGREGATE = 1, GK_INCLUSIVE = 2, GK_START = 4 };
+// look_back's blocks per SM: its registers are capped so that this many fit.
+constexpr int LOOK_BACK_MIN_BLOCKS = 4;
+
+template <typename Acc>
+__device__ __forceinline__ Acc* gk_tile_aggregate(char* values, i64 k) {
+    return reinterpret_cast<Acc*>(values) + k;
+}
+template <typename Acc>
+__device__ __forceinline__ Acc* gk_tile_inclusive(char* values, i64 capacity, i64 k) {
+    return reinterpret_cast<Acc*>(values + capacity * 16) + k;
+}
+
+// Store a value, then the flag that says it is there.
+template <typename Acc>
+__device__ __forceinline__ void gk_publish(u64* flags, Acc* slot, i64 k, Acc value, u64 flag) {
+    *slot = value;
+    __threadfence();
+    *static_cast<volatile u64*>(flags + k) = flag;
+}
+
+__device__ __forceinline__ u64 gk_read_flag(const u64* flags, i64 k) {
+    return *static_cast<const volatile u64*>(flags + k);
+}
+
+// Wait until tile k has published its aggregate in this launch; its flag.
+__device__ __forceinline__ u64 gk_wait_flag(const u64* flags, i64 k, u64 epoch) {
+    u64 flag;
+    do {
+        flag = gk_read_flag(flags, k);
+    } while (flag < epoch * 8 + GK_AGGREGATE);
+    return flag;
+}
+
+__device__ __forceinline__ bool gk_has_inclusive(u64 flag, u64 epoch) {
+    return flag >= epoch * 8 && (flag & 3) == GK_INCLUSIVE;
+}
+
+// A value, and whether the start of a scan is among what it combines: the segmented operator
+// lets one tile span the ends of several rows.
+template <typename Acc>
+struct gk_segment {
+    Acc value;
+    int start;
+};
+
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_segment_combine(gk_segment<Acc> a,
+                                                              gk_segment<Acc> b) {
+    gk_segment<Acc> c;
+    c.value = b.start ? b.value : Op::combine(a.value, b.value);
+    c.start = a.start | b.start;
+    return c;
+}
+
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_segment_identity() {
+    gk_segment<Acc> s;
+    s.value = Op::template identity<Acc>();
+    s.start = 0;
+    return s;
+}
+
+template <typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_segment_from(gk_segment<Acc> s, int lane) {
+    gk_segment<Acc> t;
+    t.value = gk_shfl_from(s.value, lane);
+    t.start = __shfl_sync(0xffffffffu, s.start, lane);
+    return t;
+}
+
+// Inclusive segmented scan across the warp of `s` (Hillis-Steele: lane i depends on lanes 0..i
+// only, always in the same order).
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_warp_scan(gk_segment<Acc> s) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        gk_segment<Acc> left;
+        left.value = gk_shfl_up(s.value, d);
+        left.start = __shfl_up_sync(0xffffffffu, s.start, d);
+        if (lane >= d) s = gk_segment_combine<Op>(left, s);
+    }
+    return s;
+}
+
+// W_group(lane) in each lane (whole warp): the group's aggregates through tile 32 * group +
+// last scanned across the warp, lane `own` taking `own_value` instead of waiting for it.
+template <typename Op, typename Acc>
+__device__ gk_segment<Acc> gk_group_scan(const u64* flags, char* values, i64 group, int last,
+                                         int own, gk_segment<Acc> own_value, u64 epoch) {
+    const int lane = threadIdx.x & 31;
+    gk_segment<Acc> s = gk_segment_identity<Op, Acc>();
+    if (lane == own) {
+        s = own_value;
+    } else if (lane <= last) {
+        const i64 k = group * 32 + lane;
+        const u64 flag = gk_wait_flag(flags, k, epoch);
+        __threadfence();  // the value published before the flag seen
+        s.value = gk_load_l2(gk_tile_aggregate<Acc>(values, k));
+        s.start = (flag & GK_START) != 0;
+    }
+    return gk_warp_scan<Op>(s);
+}
+
+// Tile `tile`'s exclusive prefix, by one whole warp (every lane returns it); the last tile of a
+// group also publishes Q of its group. `aggregate` is the tile's own.
+template <typename Op, typename Acc>
+__device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
+                            gk_segment<Acc> aggregate, u64 epoch) {
+    typedef gk_segment<Acc> Segment;
+    const int lane = threadIdx.x & 31;
+    const i64 group = tile / 32;
+    const int position = (int)(tile % 32);
+    const Segment scan = gk_group_scan<Op>(flags, values, group, position, position, aggregate,
+                                           epoch);
+    const Segment before = position == 0 ? gk_segment_identity<Op, Acc>()
+                                         : gk_segment_from(scan, position - 1);
+    const Segment through = gk_segment_from(scan, position);
+    const bool last = position == 31;
+    Segment q = gk_segment_identity<Op, Acc>();  // Q_{group - 1}
+    if (group > 0 && (!before.start || (last && !through.start))) {
+        // The nearest group before with its Q published (none: fold from the first group).
+        i64 end = group, found = -1;
+        while (end > 0) {
+            const i64 m = end - 1 - lane;
+            const bool published = m >= 0 && gk_has_inclusive(gk_read_flag(flags, m * 32 + 31), epoch);
+            const unsigned mask = __ballot_sync(0xffffffffu, published);
+            if (mask != 0) {
+                found = end - __ffs(mask);
+                break;
+            }
+            end -= 32;
+        }
+        if (found >= 0) {
+            __threadfence();
+            q.value = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity, found * 32 + 31));
+            q.start = 1;
+        }
+        for (i64 m = found + 1; m < group; ++m) {
+            const Segment whole = gk_group_scan<Op>(flags, values, m, 31, -1,
+                                                    gk_segment_identity<Op, Acc>(), epoch);
+            q = gk_segment_combine<Op>(q, gk_segment_from(whole, 31));
+        }
+    }
+    if (last && lane == 0) {
+        const Segment inclusive = gk_segment_combine<Op>(q, through);
+        gk_publish(flags, gk_tile_inclusive<Acc>(values, capacity, tile), tile, inclusive.value,
+                   epoch * 8 + (aggregate.start ? GK_START : 0) + GK_INCLUSIVE);
+    }
+    return gk_segment_combine<Op>(q, before).value;
+}
+
+// The last block of a launch to finish resets the tile numbers and advances the epoch.
+__device__ __forceinline__ void gk_finish_launch(u64* control, u64 epoch) {
+    if (threadIdx.x != 0) return;
+    __threadfence();
+    if (atomicAdd(control + 1, 1ull) == (u64)gridDim.x * gridDim.y * gridDim.z - 1) {
+        control[0] = 0;
+        control[1] = 0;
+        control[2] = epoch + 1;
+        __threadfence();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 2 - look_back: one pass, one launch. hillis_steele reads the input once but writes the
+// output twice and reads it back (and launches once per level); here each tile learns the
+// combination of everything before it from its predecessors' published values (the
+// look-back above) while it holds its own elements in registers, so the input is read once and
+// the output written once: the traffic of a copy.
+// A tile is BLOCK threads x ITEMS elements, read as 16-byte words (PER_WORD elements) where the
+// input is contiguous and aligned: word j of thread t is the tile's word j * BLOCK + t, so each
+// load instruction of a warp reads 512 consecutive bytes. Each thread scans its words in
+// registers; the block scans the threads' word totals with warp shuffles and one barrier.
+// Rows (inner = 1) are laid end to end and scanned as one sequence with a segmented operator
+// that restarts at each row's first element, so short rows share tiles and long ones span
+// several; the words are the same whatever the row length. Strided scans (inner > 1) take the
+// same path with one element per load (use the columns rung for them).
+// ---------------------------------------------------------------------------------------------
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
+__global__ void __launch_bounds__(BLOCK, LOOK_BACK_MIN_BLOCKS)
+scan_look_back(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
+               u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
+               i64 capacity) {
+    constexpr int PER_WORD = (int)(16 / sizeof(In)) < ITEMS ? (int)(16 / sizeof(In)) : ITEMS;
+    constexpr int WORDS = ITEMS / PER_WORD;
+    constexpr int WARPS = BLOCK / 32;
+    constexpr int OUT_WORDS = PER_WORD * (int)sizeof(Out) / 16;  // 16-byte stores per word
+    static_assert(ITEMS % PER_WORD == 0 && BLOCK % 32 == 0, "whole words, whole warps");
+    typedef gk_segment<Acc> Segment;
+    union Word {
+        uint4 bits;
+        In elem[PER_WORD];
+    };
+    __shared__ i64 tile_shared;
+    __shared__ u64 epoch_shared;
+    __shared__ Segment warp_totals[WORDS][WARPS];
+    __shared__ Acc prefix_shared;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (tid == 0) {
+        tile_shared = (i64)atomicAdd(control, 1ull);
+        epoch_shared = gk_load_l2(control + 2);
+    }
+    __syncthreads();
+    const i64 tile = tile_shared;
+    const u64 epoch = epoch_shared;
+    const i64 total = n * rows;
+    const i64 base = tile * (i64)(BLOCK * ITEMS);
+    const bool words_in = inner == 1 && reinterpret_cast<u64>(in) % 16 == 0;
+    const bool words_out = inner == 1 && OUT_WORDS * 16 == PER_WORD * (int)sizeof(Out) &&
+                           reinterpret_cast<u64>(out) % 16 == 0;
+
+    // Each word as read (kept in registers: 16 bytes, where its scanned values in Acc would
+    // take up to 128), which of its elements start a row, and the combination of its elements
+    // since the last start (`scanned`, becoming each thread's prefix within the tile).
+    Word word[WORDS];
+    unsigned starts[WORDS];
+    Segment scanned[WORDS];
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const i64 first = base + (i64)(w * BLOCK + tid) * PER_WORD;
+        if (words_in && first + PER_WORD <= total) {
+            word[w].bits = reinterpret_cast<const uint4*>(in + first)[0];
+        } else {
+#pragma unroll
+            for (int k = 0; k < PER_WORD; ++k) {
+                const i64 e = first + k;
+                if (e < total) {
+                    word[w].elem[k] = in[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)];
+                }
+            }
+        }
+        // Row starts among the word's elements: first % n == 0, then every n.
+        unsigned mask = 0;
+        if (first < total) {
+            const i64 position = rows == 1 ? first : first % n;
+            for (i64 k = position == 0 ? 0 : n - position; k < PER_WORD; k += n) mask |= 1u << k;
+        }
+        if (first + PER_WORD > total) mask &= (1u << (total - first)) - 1;  // (first < total)
+        starts[w] = mask;
+        Segment running = gk_segment_identity<Op, Acc>();
+#pragma unroll
+        for (int k = 0; k < PER_WORD; ++k) {
+            if (first + k < total) {
+                const Acc x = to_acc<Acc>(word[w].elem[k]);
+                running.value = (mask >> k) & 1 ? x : Op::combine(running.value, x);
+            }
+        }
+        running.start = mask != 0;
+        scanned[w] = running;
+    }
+
+    // The block's scan of the word totals, word by word: within each warp by shuffles (each
+    // lane keeps the lanes before it), then the warps' totals through shared memory.
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const Segment s = gk_warp_scan<Op>(scanned[w]);
+        Segment before;
+        before.value = gk_shfl_up(s.value, 1);
+        before.start = __shfl_up_sync(0xffffffffu, s.start, 1);
+        scanned[w] = lane == 0 ? gk_segment_identity<Op, Acc>() : before;
+        if (lane == 31) warp_totals[w][warp] = s;
+    }
+    __syncthreads();
+    // Each thread's prefix within the tile, per word: the words before (all warps), the warps
+    // before, the lanes before, in that order.
+    Segment tile_running = gk_segment_identity<Op, Acc>();
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        Segment prefix = tile_running;
+        for (int v = 0; v < WARPS; ++v) {
+            const Segment t = warp_totals[w][v];
+            if (v < warp) prefix = gk_segment_combine<Op>(prefix, t);
+            tile_running = gk_segment_combine<Op>(tile_running, t);
+        }
+        scanned[w] = gk_segment_combine<Op>(prefix, scanned[w]);
+    }
+    const Segment aggregate = tile_running;  // the same in every thread
+
+    // Publish the aggregate; the tile's exclusive prefix, if its first element continues a row
+    // begun in earlier tiles (and Q of its group, if it is the group's last tile).
+    const bool continues = base % n != 0;
+    if (warp == 0) {
+        if (lane == 0) {
+            gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
+                       epoch * 8 + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
+        }
+        if (continues || tile % 32 == 31) {
+            const Acc prefix = gk_look_back<Op, Acc>(flags, values, capacity, tile, aggregate,
+                                                     epoch);
+            if (lane == 0) prefix_shared = prefix;
+        }
+    }
+    __syncthreads();
+
+    // Write: each word scanned again from its elements, after the thread's prefix, and after
+    // the tile's prefix unless a row started between the tile's first element and it.
+    const Acc tile_prefix = continues ? prefix_shared : Op::template identity<Acc>();
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const i64 first = base + (i64)(w * BLOCK + tid) * PER_WORD;
+        Segment running = scanned[w];
+        union {
+            uint4 bits[OUT_WORDS > 0 ? OUT_WORDS : 1];
+            Out elem[PER_WORD];
+        } result;
+#pragma unroll
+        for (int k = 0; k < PER_WORD; ++k) {
+            const Acc x = first + k < total ? to_acc<Acc>(word[w].elem[k])
+                                            : Op::template identity<Acc>();
+            const bool start = (starts[w] >> k) & 1;
+            running.value = start ? x : Op::combine(running.value, x);
+            running.start |= start;
+            result.elem[k] = to_acc<Out>(running.start ? running.value
+                                                       : Op::combine(tile_prefix, running.value));
+        }
+        if (words_out && first + PER_WORD <= total) {
+            uint4* target = reinterpret_cast<uint4*>(out + first);
+#pragma unroll
+            for (int j = 0; j < OUT_WORDS; ++j) target[j] = result.bits[j];
+        } else {
+#pragma unroll
+            for (int k = 0; k < PER_WORD; ++k) {
+                const i64 e = first + k;
+                if (e < total) {
+                    out[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)] = result.elem[k];
+                }
+            }
+        }
+    }
+    gk_finish_launch(control, epoch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 3 - columns: scans along an axis that is not the last (inner > 1), such as axis 0 of a
+// matrix. look_back reads such a scan one element per load with a stride of inner elements: a
+// warp's load touches 32 separate sectors. Here lane c of each warp takes column c of a chunk of
+// 32 neighbouring columns, so a warp's load is one row of the chunk (128 contiguous bytes of
+// float32), and walks ROWS rows down it, scanning in registers (each output is the running
+// value: the tile's prefix, then the column's elements one by one). A tile is WARPS x ROWS rows of
+// the chunk: the warps' column totals are scanned through shared memory, and each column looks
+// back along its own chain of tiles (lane c of warp 0 for column c), with the same flags and
+// the same left-to-right fold as look_back, so results are deterministic.
+// Tiles are numbered row tile fastest, then column chunk, then the axes before (outer), so a
+// tile's predecessor in its column is the tile numbered one less. Columns past inner idle.
+// ---------------------------------------------------------------------------------------------
+template <typename Op, typename In, typename Acc, typename Out, int WARPS, int ROWS>
+__global__ void __launch_bounds__(WARPS * 32)
+scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
+             u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
+             i64 capacity) {
+    __shared__ i64 tile_shared;
+    __shared__ u64 epoch_shared;
+    __shared__ Acc warp_totals[WARPS][32];
+    __shared__ Acc prefix_shared[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) {
+        tile_shared = (i64)atomicAdd(control, 1ull);
+        epoch_shared = gk_load_l2(control + 2);
+    }
+    __syncthreads();
+    const i64 tile = tile_shared;
+    const u64 epoch = epoch_shared;
+    const i64 row_tiles = (n + WARPS * ROWS - 1) / (WARPS * ROWS);
+    const i64 chunks = (inner + 31) / 32;
+    const i64 row_tile = tile % row_tiles;
+    const i64 chunk = tile / row_tiles % chunks;
+    const i64 outer = tile / row_tiles / chunks;
+    const i64 column = chunk * 32 + lane;
+    const bool active = column < inner;
+    const i64 first_row = row_tile * (WARPS * ROWS) + (i64)warp * ROWS;
+    const i64 origin = outer * n * inner + column;
+
+    In element[ROWS];  // as read: fewer registers than their running values in Acc
+    Acc running = Op::template identity<Acc>();
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k) {
+        const i64 row = first_row + k;
+        if (active && row < n) {
+            element[k] = in[origin + row * inner];
+            running = Op::combine(running, to_acc<Acc>(element[k]));
+        }
+    }
+    warp_totals[warp][lane] = running;
+    __syncthreads();
+    Acc warp_prefix = Op::template identity<Acc>();
+    for (int v = 0; v < warp; ++v) warp_prefix = Op::combine(warp_prefix, warp_totals[v][lane]);
+
+    const i64 slot = tile * 32 + lane;  // this column's flag and values
+    if (warp == 0 && active) {
+        Acc aggregate = warp_totals[0][lane];
+        for (int v = 1; v < WARPS; ++v) aggregate = Op::combine(aggregate, warp_totals[v][lane]);
+        if (row_tile == 0) {
+            gk_publish(flags, gk_tile_inclusive<Acc>(values, capacity, slot), slot, aggregate,
+                       epoch * 8 + GK_INCLUSIVE);
+        } else {
+            gk_publish(flags, gk_tile_aggregate<Acc>(values, slot), slot, aggregate,
+                       epoch * 8 + GK_AGGREGATE);
+            // The nearest tile above with its inclusive prefix published, then the aggregates
+            // below it, folded in order.
+            i64 found = tile - 1;
+            while (!gk_has_inclusive(gk_wait_flag(flags, found * 32 + lane, epoch), epoch)) {
+                --found;
+            }
+            __threadfence();
+            Acc prefix = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity, found * 32 + lane));
+            for (i64 k = found + 1; k < tile; ++k) {
+                prefix = Op::combine(prefix, gk_load_l2(gk_tile_aggregate<Acc>(values, k * 32 + lane)));
+            }
+            prefix_shared[lane] = prefix;
+            gk_publish(flags, gk_tile_inclusive<Acc>(values, capacity, slot), slot,
+                       Op::combine(prefix, aggregate), epoch * 8 + GK_INCLUSIVE);
+        }
+    }
+    __syncthreads();
+    if (active) {
+        Acc value = row_tile == 0 ? warp_prefix : Op::combine(prefix_shared[lane], warp_prefix);
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k) {
+            const i64 row = first_row + k;
+            if (row < n) {
+                value = Op::combine(value, to_acc<Acc>(element[k]));
+                out[origin + row * inner] = to_acc<Out>(value);
+            }
+        }
+    }
+    gk_finish_launch(control, epoch);
+}

@@ -1,0 +1,301 @@
+"""The scan ladder: its rungs, their instances, and their plans (launch geometry).
+
+cumsum and cumprod share the ladder: every kernel is templated on the operator
+(``kernels/scan/scan.cu``). A plan maps a :class:`Problem` to the launches of one scan, with
+the buffers they need; every number that shapes a launch is set here and reaches the kernels
+as a template argument.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy
+
+from ..._core import device as _device
+from ..._core.compile import KernelSource
+from ..._core.ladder import Ladder, Needs, Rung
+from ..._core.launch import MAX_GRID_X, MAX_GRID_YZ, Array, Launch, StreamArray, ceil_div
+from ..reduce.dtypes import C_TYPES
+
+__all__ = ["Problem", "Step", "LADDER", "choose", "accumulator", "SOURCE", "IN_DTYPES",
+           "scratch"]
+
+SOURCE = KernelSource("scan/scan.cu")
+OPERATORS = {"cumsum": "SumOp", "cumprod": "ProdOp"}
+#: The dtypes the kernels read: every dtype NumPy scans except those it cannot (the wrapper
+#: casts a ``dtype=`` request first).
+IN_DTYPES = tuple(C_TYPES)
+I64, U64, F32, F64 = (numpy.dtype(t) for t in ("int64", "uint64", "float32", "float64"))
+
+
+def accumulator(dtype: numpy.dtype) -> tuple[numpy.dtype, numpy.dtype]:
+    """(accumulator, result) dtypes of a scan of ``dtype`` without a ``dtype=`` request.
+
+    The result is NumPy's (bool and signed integers give int64, unsigned uint64, floats and
+    complex keep their dtype). Integers accumulate in uint64, where + and * wrap as NumPy's
+    int64 and uint64 do; float16 accumulates in float32 and float32 in float64 (more accurate
+    than NumPy's running float32 sum, at no cost to a memory-bound kernel).
+
+    Examples
+    --------
+    >>> import numpy
+    >>> from gpukernels.ops.scan.rungs import accumulator
+    >>> accumulator(numpy.dtype("int32")), accumulator(numpy.dtype("float32"))
+    ((dtype('uint64'), dtype('int64')), (dtype('float64'), dtype('float32')))
+    """
+    if dtype.kind in "bi":
+        return U64, I64
+    if dtype.kind == "u":
+        return U64, U64
+    if dtype.kind == "f":
+        return (F64 if dtype.itemsize >= 4 else F32), dtype
+    return dtype, dtype  # complex
+
+
+@dataclass(frozen=True)
+class Problem:
+    """``rows`` scans of ``n`` elements of ``dtype`` (a C-contiguous input; see scan.cu for the
+    layout that ``inner`` gives), with operator ``op`` (``"SumOp"`` or ``"ProdOp"``)."""
+
+    op: str
+    dtype: numpy.dtype
+    n: int
+    rows: int
+    inner: int
+
+    @property
+    def acc(self) -> numpy.dtype:
+        return accumulator(self.dtype)[0]
+
+    @property
+    def out(self) -> numpy.dtype:
+        return accumulator(self.dtype)[1]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One launch of a plan. ``arrays`` names what fills the kernel's array slots: ``"in"``,
+    ``"out"``, or the index of a temporary buffer of :attr:`Plan.buffers`; ``scratch`` is the
+    tile capacity of the single-pass rungs' per-stream scratch (0: none)."""
+
+    launch: Launch
+    args: tuple
+    scratch: int = 0
+
+
+@dataclass
+class Plan:
+    """A rung's launches for one problem, and the temporary buffers (shape, dtype) they use."""
+
+    steps: list[Step] = field(default_factory=list)
+    buffers: list[tuple[tuple, numpy.dtype]] = field(default_factory=list)
+
+    def buffer(self, shape: tuple, dtype: numpy.dtype) -> int:
+        self.buffers.append((shape, dtype))
+        return len(self.buffers) - 1
+
+
+def _c(dtype: numpy.dtype) -> str:
+    return C_TYPES[dtype]
+
+
+def _null() -> numpy.uint64:
+    return numpy.uint64(0)
+
+
+# --- the single-pass rungs' scratch -------------------------------------------------------------
+
+#: Smallest tile capacity of a scratch set (they come in powers of two from here).
+MIN_CAPACITY = 4096
+_VALUE_BYTES = 16  # room per tile for the widest accumulator (complex128)
+_scratch: dict[tuple[int, int, int], tuple] = {}
+_scratch_lock = threading.Lock()
+
+
+def scratch(capacity: int) -> tuple:
+    """(control, flags, values) of the current device and stream for launches of up to
+    ``capacity`` tiles: look_back's tile counter, finished-block counter and epoch; a flag per
+    tile; room for an aggregate and an inclusive prefix per tile. One set per capacity (a power
+    of two), never reallocated, so planned launches can keep its addresses; launches on one
+    stream run in order and each leaves the counters ready for the next."""
+    cupy = _device.cupy
+    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr, capacity)
+    found = _scratch.get(key)
+    if found is None:
+        with _scratch_lock:
+            found = _scratch.get(key)
+            if found is None:
+                found = _scratch[key] = (cupy.zeros(4, dtype=numpy.uint64),
+                                         cupy.zeros(capacity, dtype=numpy.uint64),
+                                         cupy.empty(2 * capacity * _VALUE_BYTES, numpy.uint8))
+    return found
+
+
+def capacity_for(tiles: int) -> int:
+    """The power of two of at least ``tiles`` (and MIN_CAPACITY) that holds a launch's tiles."""
+    return max(MIN_CAPACITY, 1 << max(tiles - 1, 0).bit_length())
+
+
+def _single_pass_args(p: Problem, capacity: int) -> tuple:
+    return (Array(0), Array(1), numpy.int64(p.n), numpy.int64(p.rows), numpy.int64(p.inner),
+            StreamArray(0), StreamArray(1), StreamArray(2), numpy.int64(capacity))
+
+
+# --- rung 1: hillis_steele ----------------------------------------------------------------------
+
+HILLIS_STEELE_BLOCK = 512
+
+
+def _hillis_steele_instance(op: str, read: numpy.dtype, acc: numpy.dtype, out: numpy.dtype) -> str:
+    return f"scan_hillis_steele<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {HILLIS_STEELE_BLOCK}>"
+
+
+def _add_carries_instance(op: str, acc: numpy.dtype, out: numpy.dtype) -> str:
+    return f"scan_add_carries<{op}, {_c(acc)}, {_c(out)}, {HILLIS_STEELE_BLOCK}>"
+
+
+def plan_hillis_steele(p: Problem) -> Plan:
+    """A launch per level of tile totals, then a carry pass per level, top level first."""
+    plan = Plan()
+    block = HILLIS_STEELE_BLOCK
+
+    def level(source: Any, target: Any, read: numpy.dtype, out: numpy.dtype, n: int, rows: int,
+              inner: int) -> None:
+        tiles = ceil_div(n, block)
+        totals = plan.buffer((rows * tiles,), p.acc) if tiles > 1 else None
+        grid = (min(tiles, MAX_GRID_X), min(rows, MAX_GRID_YZ), 1)
+        plan.steps.append(Step(
+            Launch(SOURCE, _hillis_steele_instance(p.op, read, p.acc, out), grid, (block, 1, 1)),
+            (source, target, numpy.int64(n), numpy.int64(rows), numpy.int64(inner), _null(),
+             _null(), _null() if totals is None else totals, numpy.int64(0))))
+        if totals is None:
+            return
+        carries = plan.buffer((rows * tiles,), p.acc)
+        level(totals, carries, p.acc, p.acc, tiles, rows, 1)
+        plan.steps.append(Step(
+            Launch(SOURCE, _add_carries_instance(p.op, p.acc, out), (tiles - 1, grid[1], 1),
+                   (block, 1, 1)),
+            (target, carries, numpy.int64(n), numpy.int64(rows), numpy.int64(inner))))
+
+    level("in", "out", p.dtype, p.out, p.n, p.rows, p.inner)
+    return plan
+
+
+# --- rung 2: look_back --------------------------------------------------------------------------
+
+LOOK_BACK_BLOCK = 256
+
+
+def look_back_items(dtype: numpy.dtype) -> int:
+    """Elements per thread: four 16-byte words of float32, sixteen 1-byte items, eight complex128."""
+    return 8 if dtype.itemsize == 16 else 16
+
+
+def _look_back_instance(op: str, read: numpy.dtype) -> str:
+    acc, out = accumulator(read)
+    return (f"scan_look_back<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {LOOK_BACK_BLOCK}, "
+            f"{look_back_items(read)}>")
+
+
+def plan_look_back(p: Problem) -> Plan:
+    """One launch: a tile of LOOK_BACK_BLOCK threads x items per block, over every row at once."""
+    tiles = ceil_div(p.n * p.rows, LOOK_BACK_BLOCK * look_back_items(p.dtype))
+    capacity = capacity_for(tiles)
+    return Plan([Step(Launch(SOURCE, _look_back_instance(p.op, p.dtype), (tiles, 1, 1),
+                             (LOOK_BACK_BLOCK, 1, 1)),
+                      _single_pass_args(p, capacity), capacity)])
+
+
+# --- rung 3: columns ----------------------------------------------------------------------------
+
+COLUMN_WARPS = 8
+COLUMN_ROWS = 16  # rows per warp: a tile is COLUMN_WARPS x COLUMN_ROWS rows of 32 columns
+
+
+def _columns_instance(op: str, read: numpy.dtype) -> str:
+    acc, out = accumulator(read)
+    return (f"scan_columns<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {COLUMN_WARPS}, "
+            f"{COLUMN_ROWS}>")
+
+
+def plan_columns(p: Problem) -> Plan:
+    """One launch: a tile per (axes before, chunk of 32 columns, COLUMN_WARPS x COLUMN_ROWS
+    rows), numbered row tile fastest."""
+    tiles = (ceil_div(p.n, COLUMN_WARPS * COLUMN_ROWS) * ceil_div(p.inner, 32)
+             * (p.rows // p.inner))
+    capacity = capacity_for(tiles * 32)
+    return Plan([Step(Launch(SOURCE, _columns_instance(p.op, p.dtype), (tiles, 1, 1),
+                             (32 * COLUMN_WARPS, 1, 1)),
+                      _single_pass_args(p, capacity), capacity)])
+
+
+# --- the ladder ---------------------------------------------------------------------------------
+
+def _eager(op: str, dtype: numpy.dtype) -> bool:
+    """Compiled at import: cumsum of the real dtypes. Products and complex scans compile on
+    their first call."""
+    return op == "SumOp" and dtype.kind != "c"
+
+
+@functools.cache
+def _hillis_steele_pairs() -> tuple:
+    """(read, acc, out) of every hillis_steele launch: the input level and the totals' levels."""
+    triples = []
+    for dtype in IN_DTYPES:
+        acc, out = accumulator(dtype)
+        triples += [(dtype, acc, out), (acc, acc, acc)]
+    return tuple(dict.fromkeys(triples))
+
+
+def _groups(kernel: str) -> tuple:
+    groups = []
+    for name, op in OPERATORS.items():
+        for eager in (True, False):
+            if kernel == "scan_hillis_steele":
+                if eager:
+                    continue
+                instances = [_hillis_steele_instance(op, *t) for t in _hillis_steele_pairs()]
+            elif kernel == "scan_add_carries":
+                if eager:
+                    continue
+                instances = list(dict.fromkeys(_add_carries_instance(op, acc, out)
+                                               for _, acc, out in _hillis_steele_pairs()))
+            else:
+                instance = _look_back_instance if kernel == "scan_look_back" else _columns_instance
+                instances = [instance(op, dtype) for dtype in IN_DTYPES
+                             if _eager(op, dtype) == eager]
+            if not instances:
+                continue
+            groups.append(SOURCE.add(f"{kernel} {name}{'' if eager else ' (lazy)'}", instances,
+                                     eager=eager))
+    return tuple(groups)
+
+
+#: The textbook rung's second kernel (its carry pass), compiled with it on first use.
+ADD_CARRIES_GROUPS = _groups("scan_add_carries")
+
+LADDER = Ladder("scan", (
+    Rung("hillis_steele",
+         "the textbook scan: a tile per block, log2(block) shared-memory steps, tile totals "
+         "scanned recursively, then a pass that adds each tile's carry",
+         SOURCE, "scan_hillis_steele", _groups("scan_hillis_steele"), plan_hillis_steele),
+    Rung("look_back",
+         "one pass: each tile looks back at its predecessors' published totals (decoupled "
+         "look-back, folded in a fixed order), 16-byte words, rows laid end to end",
+         SOURCE, "scan_look_back", _groups("scan_look_back"), plan_look_back),
+    Rung("columns",
+         "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
+         "columns, a look-back per column",
+         SOURCE, "scan_columns", _groups("scan_columns"), plan_columns,
+         Needs(layout="fast for scans along an axis that is not the last")),
+))
+
+
+def choose(p: Problem) -> Rung:
+    """``method="auto"``: look_back for scans along the last axis (or of a flattened array),
+    columns along any other axis."""
+    return LADDER["look_back"] if p.inner == 1 else LADDER["columns"]

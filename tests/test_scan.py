@@ -1,0 +1,300 @@
+"""cumsum and cumprod: every rung against NumPy, on fresh random data.
+
+Outputs start poisoned (every byte 0xFF) where the kernels write into ``out=``; inputs cover
+lengths around the tile sizes, rows short and long (look_back lays rows end to end), scans along
+every axis, strided and misaligned views, every dtype and ``dtype=`` request, NaN, integer
+wrap-around, and the same input twice (bitwise the same output).
+"""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+
+import gpukernels as gk
+from gpukernels._core.launch import record_launches
+from gpukernels.ops.scan import check, rungs, scan_result_dtype
+from gpukernels.validation import poisoned
+
+RUNGS = gk.methods("scan")
+OPERATIONS = ("cumsum", "cumprod")
+DTYPES = [numpy.dtype(t) for t in (
+    numpy.bool_, numpy.int8, numpy.int16, numpy.int32, numpy.int64, numpy.uint8, numpy.uint16,
+    numpy.uint32, numpy.uint64, numpy.float16, numpy.float32, numpy.float64, numpy.complex64,
+    numpy.complex128)]
+REQUESTS = (None, "bool", "int8", "int32", "int64", "uint16", "uint64", "float16", "float32",
+            "float64", "complex64", "complex128")
+
+
+# ---- CPU: dtypes, axes, plans ------------------------------------------------------------------
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_result_dtypes_are_numpys(operation):
+    import warnings
+
+    for dtype in DTYPES:
+        for requested in REQUESTS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = getattr(numpy, operation)(numpy.ones(2, dtype), dtype=requested).dtype
+            assert scan_result_dtype(operation, dtype, requested) == want
+
+
+@pytest.mark.parametrize("dtype", ["datetime64[s]", "U3", "O", "V4"])
+def test_unsupported_dtypes_are_refused(dtype):
+    with pytest.raises(TypeError, match="cumsum"):
+        scan_result_dtype("cumsum", numpy.dtype(dtype))
+    with pytest.raises(TypeError, match="cannot produce"):
+        scan_result_dtype("cumsum", numpy.dtype("float32"), dtype)
+
+
+def test_accumulators_widen_floats_and_wrap_integers():
+    assert rungs.accumulator(numpy.dtype("float16")) == (numpy.float32, numpy.float16)
+    assert rungs.accumulator(numpy.dtype("float32")) == (numpy.float64, numpy.float32)
+    assert rungs.accumulator(numpy.dtype("bool")) == (numpy.uint64, numpy.int64)
+    assert rungs.accumulator(numpy.dtype("uint8")) == (numpy.uint64, numpy.uint64)
+    assert rungs.accumulator(numpy.dtype("complex64")) == (numpy.complex64, numpy.complex64)
+
+
+def test_plans_launch_only_compiled_instances():
+    compiled = set(rungs.SOURCE.instances)
+    for op in ("SumOp", "ProdOp"):
+        for dtype in rungs.IN_DTYPES:
+            for n, rows, inner in ((1, 1, 1), (5000, 1, 1), (3, 7, 1), (10**6, 3, 1),
+                                   (600 * 512, 2, 1), (40, 6, 3)):
+                problem = rungs.Problem(op, dtype, n, rows, inner)
+                for rung in rungs.LADDER:
+                    plan = rung.plan(problem)
+                    assert plan.steps
+                    for step in plan.steps:
+                        assert step.launch.instance in compiled, step.launch.instance
+                        assert len(step.args) in (5, 9)
+
+
+def test_hillis_steele_levels_recurse_until_one_tile():
+    block = rungs.HILLIS_STEELE_BLOCK
+    plan = rungs.plan_hillis_steele(rungs.Problem("SumOp", numpy.dtype("float32"),
+                                                  block**2 * 3, 2, 1))
+    kinds = [s.launch.instance.split("<")[0] for s in plan.steps]
+    # input level, totals level, totals-of-totals level (one tile), then two carry passes
+    assert kinds == ["scan_hillis_steele"] * 3 + ["scan_add_carries"] * 2
+    assert [s.launch.grid for s in plan.steps] == [(3 * block, 2, 1), (3, 2, 1), (1, 2, 1),
+                                                    (2, 2, 1), (3 * block - 1, 2, 1)]
+
+
+def test_single_pass_capacity_covers_every_tile():
+    for tiles in (1, 4096, 4097, 10**6):
+        assert rungs.capacity_for(tiles) >= tiles
+    p = rungs.Problem("SumOp", numpy.dtype("float32"), 2**20, 1, 16)
+    step = rungs.plan_columns(p).steps[0]
+    assert step.scratch >= step.launch.grid[0] * 32
+    step = rungs.plan_look_back(rungs.Problem("SumOp", numpy.dtype("int8"), 10**7, 1, 1)).steps[0]
+    assert step.scratch >= step.launch.grid[0]
+
+
+def test_choose_sends_other_axes_to_columns():
+    f32 = numpy.dtype("float32")
+    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1)).name == "look_back"
+    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5 * 16, 16)).name == "columns"
+
+
+def test_reference_bounds_hold_for_numpys_own_float32_scan():
+    rng = numpy.random.default_rng(5)
+    x = rng.uniform(-1, 1, 10**5).astype(numpy.float32)
+    want, bound = check.make_reference("cumsum")(x)
+    assert numpy.all(abs(numpy.cumsum(x.astype(numpy.float64)).astype(numpy.float32) - want)
+                     <= bound)
+    y = (1 + x / x.size).astype(numpy.float32)
+    want, bound = check.make_reference("cumprod")(y)
+    assert numpy.all(abs(numpy.cumprod(y.astype(numpy.float64)).astype(numpy.float32) - want)
+                     <= bound)
+
+
+# ---- GPU: every rung against NumPy -------------------------------------------------------------
+
+cupy = pytest.importorskip("cupy")
+
+
+def _data(operation, shape, dtype, rng, n):
+    """Random data: every integer bit pattern, a fair coin, uniform(-1, 1) floats for cumsum;
+    for cumprod odd integers and float factors near 1, so that products of ``n`` stay finite
+    and nonzero."""
+    dtype = numpy.dtype(dtype)
+    x = check.inputs(shape, dtype, rng)[0][0]
+    if operation == "cumprod" and dtype.kind in "iu":
+        return x | dtype.type(1)
+    if operation == "cumprod" and dtype.kind in "fc":
+        width = min(0.5, 2.0 * numpy.sqrt(3.0 / max(n, 1)))
+        scale = numpy.exp2(rng.uniform(-width, width, size=shape))
+        signs = numpy.where(rng.random(shape) < 0.5, -1.0, 1.0)
+        return numpy.asarray(signs * scale).astype(dtype)
+    return x
+
+
+def _compare(got, x, operation, **kwargs):
+    want, bound = check.make_reference(operation)(x, **kwargs)
+    got = cupy.asnumpy(got)
+    assert got.shape == want.shape
+    assert got.dtype == scan_result_dtype(operation, x.dtype, kwargs.get("dtype"))
+    if bound is None:
+        numpy.testing.assert_array_equal(got, want)
+    else:
+        error = numpy.abs(got.astype(want.dtype) - want)
+        bad = ~(error <= bound) & ~(numpy.isnan(got) & numpy.isnan(want))
+        assert not bad.any(), (f"{bad.sum()} of {bad.size} wrong; first at "
+                               f"{numpy.argwhere(bad)[0]}: got {got[bad][0]}, want {want[bad][0]}")
+
+
+LENGTHS = (1, 2, 31, 4095, 4096, 4097, 3 * 4096 + 17, 123457)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("method", RUNGS + ("auto",))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_flat_scans_of_every_dtype(operation, method, dtype, rng):
+    for n in LENGTHS if method != "columns" else LENGTHS[:5]:
+        x = _data(operation, (n,), dtype, rng, n)
+        _compare(getattr(gk, operation)(cupy.asarray(x), method=method), x, operation)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("method", RUNGS + ("auto",))
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float16", "uint8", "complex128"])
+@pytest.mark.parametrize(("shape", "axis"), [
+    ((7, 5), 1), ((7, 5), 0), ((1000, 3), 1), ((3, 9000), 1), ((4100, 33), 0), ((33, 4100), 0),
+    ((5, 6, 7), 1), ((5, 6, 7), -3), ((2, 3, 4, 5), 2), ((300, 1, 40), 1), ((9,), 0), ((), 0)])
+def test_scans_along_an_axis(operation, method, dtype, shape, axis, rng):
+    n = shape[axis] if shape else 1
+    x = _data(operation, shape, dtype, rng, n)
+    got = getattr(gk, operation)(cupy.asarray(x), axis=axis, method=method)
+    _compare(got, x, operation, axis=axis)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_dtype_requests(operation, dtype, rng):
+    import warnings
+
+    x = _data(operation, (5000,), dtype, rng, 5000)
+    for requested in REQUESTS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if numpy.dtype(requested or dtype).kind in "fc" and dtype.kind in "iu" and \
+                    (operation == "cumprod" or requested == "float16"):
+                continue  # products of random integers as floats, and sums as float16, overflow
+            if dtype.kind in "fc" and numpy.dtype(requested or dtype).kind == "u":
+                continue  # negative floats cast to unsigned: undefined in C, CuPy and NumPy differ
+            got = getattr(gk, operation)(cupy.asarray(x), dtype=requested)
+            _compare(got, x, operation, dtype=requested)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RUNGS)
+def test_strided_reversed_and_misaligned_views(method, rng):
+    base = rng.uniform(-1, 1, (64, 300)).astype(numpy.float32)
+    device = cupy.asarray(base)
+    views = [(device[:, ::3], base[:, ::3]), (device[::-1], base[::-1]), (device.T, base.T),
+             (device.reshape(-1)[1:], base.reshape(-1)[1:]),
+             (device.reshape(-1)[3:-2].reshape(-1, 5), base.reshape(-1)[3:-2].reshape(-1, 5))]
+    for view, host in views:
+        for axis in (None, 0, -1):
+            _compare(gk.cumsum(view, axis=axis, method=method), host, "cumsum", axis=axis)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RUNGS)
+def test_integer_scans_wrap_as_numpys(method, rng):
+    x = numpy.full(9000, 2**62 + 12345, dtype=numpy.int64)
+    x[::7] = -3
+    _compare(gk.cumsum(cupy.asarray(x), method=method), x, "cumsum")
+    y = rng.integers(2**30, 2**31 - 1, 70000, dtype=numpy.int32)
+    _compare(gk.cumsum(cupy.asarray(y), method=method), y, "cumsum")  # past 2**31 in int64
+    _compare(gk.cumsum(cupy.asarray(y), dtype=numpy.int32, method=method), y, "cumsum",
+             dtype=numpy.int32)
+    z = rng.integers(0, 2**64, 5000, dtype=numpy.uint64, endpoint=False) | numpy.uint64(1)
+    _compare(gk.cumprod(cupy.asarray(z), method=method), z, "cumprod")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("method", RUNGS)
+def test_nan_and_inf_propagate(operation, method):
+    x = numpy.ones(10000, dtype=numpy.float32)
+    x[5000] = numpy.nan
+    x[20] = numpy.inf
+    got = cupy.asnumpy(getattr(gk, operation)(cupy.asarray(x), method=method))
+    want = getattr(numpy, operation)(x.astype(numpy.float64))
+    numpy.testing.assert_array_equal(numpy.isnan(got), numpy.isnan(want))
+    numpy.testing.assert_array_equal(got[:5000], want[:5000].astype(numpy.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RUNGS)
+@pytest.mark.parametrize(("shape", "axis"), [((2**20 + 3,), None), ((2**14, 16), 0),
+                                             ((64, 2**14 + 1), 1)])
+def test_the_same_input_gives_the_same_bits(method, shape, axis, rng):
+    x = cupy.asarray(rng.uniform(-1, 1, shape).astype(numpy.float32))
+    first = gk.cumsum(x, axis=axis, method=method)
+    for _ in range(3):
+        assert bool((gk.cumsum(x, axis=axis, method=method).view(numpy.uint32)
+                     == first.view(numpy.uint32)).all())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RUNGS)
+def test_out_is_written_directly_or_cast(method, rng):
+    x = rng.uniform(-1, 1, (300, 70)).astype(numpy.float32)
+    device = cupy.asarray(x)
+    out = poisoned((300, 70), numpy.float32)
+    result = gk.cumsum(device, axis=0, method=method, out=out)
+    assert result is out
+    _compare(out, x, "cumsum", axis=0)
+    wide = poisoned((300 * 70,), numpy.float64)
+    assert gk.cumsum(device, method=method, out=wide) is wide
+    numpy.testing.assert_allclose(cupy.asnumpy(wide), numpy.cumsum(x.astype(numpy.float64)),
+                                  rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_empty_and_single_element_inputs():
+    for shape, axis in (((0,), None), ((0, 3), 0), ((3, 0), 1), ((0, 3), None), ((4, 1), 1)):
+        x = numpy.arange(numpy.prod(shape), dtype=numpy.int32).reshape(shape)
+        got = gk.cumsum(cupy.asarray(x), axis=axis)
+        numpy.testing.assert_array_equal(cupy.asnumpy(got), numpy.cumsum(x, axis=axis))
+        assert got.dtype == numpy.int64
+    assert gk.cumprod(cupy.asarray(3.0)).shape == (1,)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("call", "error"), [
+    (lambda x: gk.cumsum(x, axis=2), numpy.exceptions.AxisError),
+    (lambda x: gk.cumsum(x, axis=(0,)), TypeError),
+    (lambda x: gk.cumsum(x, axis=True), TypeError),
+    (lambda x: gk.cumsum(x, axis=1.0), TypeError),
+    (lambda x: gk.cumsum(x, dtype="U3"), TypeError),
+    (lambda x: gk.cumsum(x, method="bogus"), ValueError),
+    (lambda x: gk.cumsum(x, method=3), TypeError),
+    (lambda x: gk.cumsum(x.get()), TypeError),
+    (lambda x: gk.cumsum(x, out=cupy.empty(5)), ValueError),
+    (lambda x: gk.cumsum(x, axis=0, out=numpy.empty((4, 6)))
+     , TypeError),
+])
+def test_bad_calls_raise_before_any_launch(call, error):
+    x = cupy.ones((4, 6), dtype=numpy.float32)
+    with record_launches() as launches:
+        with pytest.raises(error):
+            call(x)
+    assert launches == []
+    assert float(gk.cumsum(x)[-1]) == 24.0  # still usable
+
+
+@pytest.mark.gpu
+def test_a_large_flat_scan_reaches_every_tile(rng):
+    n = 2**24 + 5
+    x = cupy.asarray(rng.integers(-1000, 1000, n, dtype=numpy.int32))
+    got = gk.cumsum(x)
+    want = cupy.cumsum(x.astype(numpy.int64))
+    assert bool((got == want).all())
