@@ -116,12 +116,13 @@ scan_add_carries(Out* __restrict__ out, const Acc* __restrict__ carries, i64 n, 
 //
 // Tiles take their numbers from control[0] in the order they start, so every tile that a tile
 // waits for is already running. Each tile publishes its aggregate (the combination of its own
-// elements) as soon as it has it. flags[k] says what tile k has published: epoch * 8 + 4 * start
-// + status, status 1 for the aggregate and 2 once an inclusive prefix is there too, `start`
-// whether a scan starts in the tile; epoch is control[2], advanced by the last block of each
-// launch, so flags left by earlier launches count as empty and need no clearing. The aggregate
-// and the inclusive prefix of tile k are Acc values at values + k * sizeof(Acc) and
-// values + capacity * 16 + k * sizeof(Acc).
+// elements) as soon as it has it. flags[k] says what tile k has published: epoch * 32 plus the
+// bits of GK_FLAG below (the aggregate; an inclusive prefix too; whether a scan starts in the
+// tile; for a group's last tile, the group's total and whether a scan starts in the group);
+// epoch is control[2], advanced by the last block of each launch, so flags left by earlier
+// launches count as empty and need no clearing. The aggregate, the inclusive prefix and the
+// group total of tile k are Acc values at values + k * sizeof(Acc), values + capacity * 16 +
+// k * sizeof(Acc) and values + capacity * 32 + k * sizeof(Acc).
 //
 // Determinism. CUB combines the aggregates it finds in a tree whose shape depends on which
 // tiles have finished, so float results vary from run to run. Here every prefix has one
@@ -131,11 +132,21 @@ scan_add_carries(Out* __restrict__ out, const Acc* __restrict__ carries, i64 n, 
 // to right. The last tile of group g publishes Q_g as its inclusive prefix. Tile i of group g
 // needs Q_{g-1}: it takes the nearest published Q_m and folds W_{m+1}(31) ... W_{g-1}(31) onto
 // it, which is how those Q were defined, so the bits are the same whichever Q_m it found. Its
-// exclusive prefix is then Q_{g-1} + W_g(i - 1). A sequential fold over single tiles, where the
-// nearest published prefix lies hundreds of tiles back while they load, cost 3x the kernel's
-// time on 2^26 float32 (benchmarks/NOTES.md, item 48); over groups the chain is 32 times shorter.
+// exclusive prefix is then Q_{g-1} + W_g(i - 1). The last tile of each group publishes W_g(31)
+// as soon as its group's aggregates are in, so a fold over groups is one load per group (a
+// lane each) and a shuffle per group: the nearest published Q lies a dozen groups back while
+// their tiles load, and folding them by scanning each group's 32 aggregates again kept whole
+// blocks waiting at their second barrier (benchmarks/NOTES.md, items 48 and 50).
 // ---------------------------------------------------------------------------------------------
-enum : u64 { GK_AGGREGATE = 1, GK_INCLUSIVE = 2, GK_START = 4 };
+enum : u64 {
+    GK_AGGREGATE = 1,    // the tile's aggregate is published
+    GK_INCLUSIVE = 2,    // so is its inclusive prefix (Q of its group, for a group's last tile)
+    GK_START = 4,        // a scan starts in the tile
+    GK_GROUP = 8,        // the group's total is published (a group's last tile)
+    GK_GROUP_START = 16  // a scan starts in the group
+};
+constexpr u64 GK_EPOCH = 32;  // flags[k] = epoch * GK_EPOCH + bits
+constexpr unsigned GK_BACKOFF_NS = 100;  // see gk_backoff
 // look_back's blocks per SM: its registers are capped so that this many fit.
 constexpr int LOOK_BACK_MIN_BLOCKS = 4;
 
@@ -146,6 +157,10 @@ __device__ __forceinline__ Acc* gk_tile_aggregate(char* values, i64 k) {
 template <typename Acc>
 __device__ __forceinline__ Acc* gk_tile_inclusive(char* values, i64 capacity, i64 k) {
     return reinterpret_cast<Acc*>(values + capacity * 16) + k;
+}
+template <typename Acc>
+__device__ __forceinline__ Acc* gk_group_total(char* values, i64 capacity, i64 k) {
+    return reinterpret_cast<Acc*>(values + capacity * 32) + k;
 }
 
 // Store a value, then the flag that says it is there.
@@ -160,17 +175,37 @@ __device__ __forceinline__ u64 gk_read_flag(const u64* flags, i64 k) {
     return *static_cast<const volatile u64*>(flags + k);
 }
 
+// Between two reads of a flag that was not there yet: a pause, so that waiting lanes do not
+// flood the L2 with reads (they took two thirds of its throughput on 2^26 float32 while the
+// DRAM ran at 29%).
+__device__ __forceinline__ void gk_backoff() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(GK_BACKOFF_NS);
+#endif
+}
+
 // Wait until tile k has published its aggregate in this launch; its flag.
 __device__ __forceinline__ u64 gk_wait_flag(const u64* flags, i64 k, u64 epoch) {
-    u64 flag;
-    do {
+    u64 flag = gk_read_flag(flags, k);
+    while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
+        gk_backoff();
         flag = gk_read_flag(flags, k);
-    } while (flag < epoch * 8 + GK_AGGREGATE);
+    }
     return flag;
 }
 
 __device__ __forceinline__ bool gk_has_inclusive(u64 flag, u64 epoch) {
-    return flag >= epoch * 8 && (flag & 3) == GK_INCLUSIVE;
+    return flag >= epoch * GK_EPOCH && (flag & 3) == GK_INCLUSIVE;
+}
+
+// Wait until the group total of the group whose last tile is k is published; its flag.
+__device__ __forceinline__ u64 gk_wait_group(const u64* flags, i64 k, u64 epoch) {
+    u64 flag = gk_read_flag(flags, k);
+    while (flag < epoch * GK_EPOCH || (flag & GK_GROUP) == 0) {
+        gk_backoff();
+        flag = gk_read_flag(flags, k);
+    }
+    return flag;
 }
 
 // A value, and whether the start of a scan is among what it combines: the segmented operator
@@ -241,7 +276,7 @@ __device__ gk_segment<Acc> gk_group_scan(const u64* flags, char* values, i64 gro
 }
 
 // Tile `tile`'s exclusive prefix, by one whole warp (every lane returns it); the last tile of a
-// group also publishes Q of its group. `aggregate` is the tile's own.
+// group also publishes the group's total and then Q of its group. `aggregate` is the tile's own.
 template <typename Op, typename Acc>
 __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
                             gk_segment<Acc> aggregate, u64 epoch) {
@@ -249,12 +284,18 @@ __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
     const int lane = threadIdx.x & 31;
     const i64 group = tile / 32;
     const int position = (int)(tile % 32);
+    const u64 own = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0);
     const Segment scan = gk_group_scan<Op>(flags, values, group, position, position, aggregate,
                                            epoch);
     const Segment before = position == 0 ? gk_segment_identity<Op, Acc>()
                                          : gk_segment_from(scan, position - 1);
     const Segment through = gk_segment_from(scan, position);
     const bool last = position == 31;
+    const u64 group_bits = last ? GK_GROUP + (through.start ? GK_GROUP_START : 0) : 0;
+    if (last && lane == 0) {
+        gk_publish(flags, gk_group_total<Acc>(values, capacity, tile), tile, through.value,
+                   own + group_bits + GK_AGGREGATE);
+    }
     Segment q = gk_segment_identity<Op, Acc>();  // Q_{group - 1}
     if (group > 0 && (!before.start || (last && !through.start))) {
         // The nearest group before with its Q published (none: fold from the first group).
@@ -274,16 +315,24 @@ __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
             q.value = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity, found * 32 + 31));
             q.start = 1;
         }
-        for (i64 m = found + 1; m < group; ++m) {
-            const Segment whole = gk_group_scan<Op>(flags, values, m, 31, -1,
-                                                    gk_segment_identity<Op, Acc>(), epoch);
-            q = gk_segment_combine<Op>(q, gk_segment_from(whole, 31));
+        // The totals of the groups between, a lane each, folded in order.
+        for (i64 first = found + 1; first < group; first += 32) {
+            const i64 m = first + lane;
+            Segment total = gk_segment_identity<Op, Acc>();
+            if (m < group) {
+                const u64 flag = gk_wait_group(flags, m * 32 + 31, epoch);
+                __threadfence();
+                total.value = gk_load_l2(gk_group_total<Acc>(values, capacity, m * 32 + 31));
+                total.start = (flag & GK_GROUP_START) != 0;
+            }
+            const int count = group - first < 32 ? (int)(group - first) : 32;
+            for (int j = 0; j < count; ++j) q = gk_segment_combine<Op>(q, gk_segment_from(total, j));
         }
     }
     if (last && lane == 0) {
         const Segment inclusive = gk_segment_combine<Op>(q, through);
         gk_publish(flags, gk_tile_inclusive<Acc>(values, capacity, tile), tile, inclusive.value,
-                   epoch * 8 + (aggregate.start ? GK_START : 0) + GK_INCLUSIVE);
+                   own + group_bits + GK_INCLUSIVE);
     }
     return gk_segment_combine<Op>(q, before).value;
 }
@@ -422,7 +471,7 @@ scan_look_back(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     if (warp == 0) {
         if (lane == 0) {
             gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
-                       epoch * 8 + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
+                       epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
         }
         if (continues || tile % 32 == 31) {
             const Acc prefix = gk_look_back<Op, Acc>(flags, values, capacity, tile, aggregate,
@@ -531,10 +580,10 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
         for (int v = 1; v < WARPS; ++v) aggregate = Op::combine(aggregate, warp_totals[v][lane]);
         if (row_tile == 0) {
             gk_publish(flags, gk_tile_inclusive<Acc>(values, capacity, slot), slot, aggregate,
-                       epoch * 8 + GK_INCLUSIVE);
+                       epoch * GK_EPOCH + GK_INCLUSIVE);
         } else {
             gk_publish(flags, gk_tile_aggregate<Acc>(values, slot), slot, aggregate,
-                       epoch * 8 + GK_AGGREGATE);
+                       epoch * GK_EPOCH + GK_AGGREGATE);
             // The nearest tile above with its inclusive prefix published, then the aggregates
             // below it, folded in order.
             i64 found = tile - 1;
@@ -548,7 +597,7 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
             }
             prefix_shared[lane] = prefix;
             gk_publish(flags, gk_tile_inclusive<Acc>(values, capacity, slot), slot,
-                       Op::combine(prefix, aggregate), epoch * 8 + GK_INCLUSIVE);
+                       Op::combine(prefix, aggregate), epoch * GK_EPOCH + GK_INCLUSIVE);
         }
     }
     __syncthreads();

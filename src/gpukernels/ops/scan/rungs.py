@@ -119,9 +119,9 @@ _scratch_lock = threading.Lock()
 def scratch(capacity: int) -> tuple:
     """(control, flags, values) of the current device and stream for launches of up to
     ``capacity`` tiles: look_back's tile counter, finished-block counter and epoch; a flag per
-    tile; room for an aggregate and an inclusive prefix per tile. One set per capacity (a power
-    of two), never reallocated, so planned launches can keep its addresses; launches on one
-    stream run in order and each leaves the counters ready for the next."""
+    tile; room for an aggregate, an inclusive prefix and a group total per tile. One set per
+    capacity (a power of two), never reallocated, so planned launches can keep its addresses;
+    launches on one stream run in order and each leaves the counters ready for the next."""
     cupy = _device.cupy
     key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr, capacity)
     found = _scratch.get(key)
@@ -131,7 +131,7 @@ def scratch(capacity: int) -> tuple:
             if found is None:
                 found = _scratch[key] = (cupy.zeros(4, dtype=numpy.uint64),
                                          cupy.zeros(capacity, dtype=numpy.uint64),
-                                         cupy.empty(2 * capacity * _VALUE_BYTES, numpy.uint8))
+                                         cupy.empty(3 * capacity * _VALUE_BYTES, numpy.uint8))
     return found
 
 
