@@ -98,6 +98,21 @@ def test_choose_sends_other_axes_to_columns():
     assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5 * 16, 16)).name == "columns"
 
 
+def test_peers_are_held_to_numpys_sequential_bound():
+    from gpukernels.ops.scan.check import _sequential_bound
+
+    rng = numpy.random.default_rng(6)
+    x = rng.uniform(-1, 1, (3000, 7)).astype(numpy.float32)
+    y = (1 + x / 3000).astype(numpy.float32)
+    for operation, data in (("cumsum", x), ("cumprod", y)):
+        for axis in (0, 1):
+            want, kernels_bound = check.make_reference(operation)(data, axis=axis)
+            bound = _sequential_bound(operation, data, want, axis, numpy.dtype("float32"), numpy)
+            error = abs(getattr(numpy, operation)(data, axis=axis) - want)  # float32 throughout
+            assert numpy.all(error <= bound)
+            assert numpy.all(kernels_bound <= bound)
+
+
 def test_reference_bounds_hold_for_numpys_own_float32_scan():
     rng = numpy.random.default_rng(5)
     x = rng.uniform(-1, 1, 10**5).astype(numpy.float32)

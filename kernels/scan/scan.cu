@@ -64,6 +64,8 @@ __device__ __forceinline__ i64 gk_scan_address(i64 r, i64 i, i64 n, i64 inner) {
 // those totals with the same kernel (recursively, while a row has more than one tile) and
 // scan_add_carries adds each tile's carry, the scanned total of the tiles before it: the input
 // is read once, the output written twice. Rows go to blockIdx.y (grid-stride past 65535).
+// 2^28 float32 on an H100: 0.22 of a device copy per call
+// (benchmarks/results/2026-11-25-h100-scan.txt).
 // ---------------------------------------------------------------------------------------------
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
@@ -302,7 +304,8 @@ __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
         i64 end = group, found = -1;
         while (end > 0) {
             const i64 m = end - 1 - lane;
-            const bool published = m >= 0 && gk_has_inclusive(gk_read_flag(flags, m * 32 + 31), epoch);
+            const bool published =
+                m >= 0 && gk_has_inclusive(gk_read_flag(flags, m * 32 + 31), epoch);
             const unsigned mask = __ballot_sync(0xffffffffu, published);
             if (mask != 0) {
                 found = end - __ffs(mask);
@@ -326,7 +329,9 @@ __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
                 total.start = (flag & GK_GROUP_START) != 0;
             }
             const int count = group - first < 32 ? (int)(group - first) : 32;
-            for (int j = 0; j < count; ++j) q = gk_segment_combine<Op>(q, gk_segment_from(total, j));
+            for (int j = 0; j < count; ++j) {
+                q = gk_segment_combine<Op>(q, gk_segment_from(total, j));
+            }
         }
     }
     if (last && lane == 0) {
@@ -363,6 +368,8 @@ __device__ __forceinline__ void gk_finish_launch(u64* control, u64 epoch) {
 // that restarts at each row's first element, so short rows share tiles and long ones span
 // several; the words are the same whatever the row length. Strided scans (inner > 1) take the
 // same path with one element per load (use the columns rung for them).
+// 2^28 float32 on an H100: 0.35 of a device copy per call (cupy.cumsum 0.33, torch.cumsum 0.69);
+// int32 0.41; (8192, 8192) along axis 1 0.44 (benchmarks/NOTES.md, items 48-50).
 // ---------------------------------------------------------------------------------------------
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
 __global__ void __launch_bounds__(BLOCK, LOOK_BACK_MIN_BLOCKS)
@@ -531,6 +538,8 @@ scan_look_back(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // the same left-to-right fold as look_back, so results are deterministic.
 // Tiles are numbered row tile fastest, then column chunk, then the axes before (outer), so a
 // tile's predecessor in its column is the tile numbered one less. Columns past inner idle.
+// (8192, 8192) float32 along axis 0 on an H100: 0.22 of a device copy per call (look_back 0.10,
+// cupy.cumsum 0.03); (2^20, 16) along axis 0: 0.08, half its lanes idle.
 // ---------------------------------------------------------------------------------------------
 template <typename Op, typename In, typename Acc, typename Out, int WARPS, int ROWS>
 __global__ void __launch_bounds__(WARPS * 32)
@@ -593,7 +602,8 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
             __threadfence();
             Acc prefix = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity, found * 32 + lane));
             for (i64 k = found + 1; k < tile; ++k) {
-                prefix = Op::combine(prefix, gk_load_l2(gk_tile_aggregate<Acc>(values, k * 32 + lane)));
+                prefix = Op::combine(prefix,
+                                     gk_load_l2(gk_tile_aggregate<Acc>(values, k * 32 + lane)));
             }
             prefix_shared[lane] = prefix;
             gk_publish(flags, gk_tile_inclusive<Acc>(values, capacity, slot), slot,

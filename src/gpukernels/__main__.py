@@ -169,7 +169,7 @@ def _add_describe(subparsers: Any, operations: tuple[str, ...]) -> None:
     describe.add_argument("--dtype", default=None,
                           help="input dtype with --shape (default: float32)")
     describe.add_argument("--axis", nargs="+", type=int, metavar="AXIS",
-                          help="reductions, with --shape: the axes to reduce over")
+                          help="reductions and scans, with --shape: the axes to reduce or scan along")
     describe.add_argument("--no-source", action="store_true", help="leave out the CUDA source")
 
 
