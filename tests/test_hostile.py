@@ -88,6 +88,12 @@ def valid_calls_work(rng):
             for method in REDUCE_METHODS:
                 assert_reduction_matches(name, getattr(gk, name)(cupy.asarray(host), method=method),
                                          host, context=f"{name} {method} after a bad call")
+    integers = rng.integers(-1000, 1000, (37, 29)).astype(numpy.int32)
+    for method in gk.methods("scan"):
+        for axis in (None, 0, 1):
+            numpy.testing.assert_array_equal(
+                cupy.asnumpy(gk.cumsum(cupy.asarray(integers), axis=axis, method=method)),
+                numpy.cumsum(integers, axis=axis), err_msg=f"cumsum {method} after a bad call")
 
 
 def bad_calls():
@@ -153,6 +159,25 @@ def bad_calls():
         ]
         for name, typestr, descr in UNSUPPORTED_TYPESTRS:
             calls.append((f"{op}-{name}", lambda call=call, t=typestr, d=descr: call(
+                fake_array((4, 4), t, d)), (TypeError, ValueError)))
+    for op in ("cumsum", "cumprod"):
+        scan = getattr(gk, op)
+        calls += [
+            (f"{op}-dtype-object", lambda scan=scan: scan(f32(10), dtype=object), TypeError),
+            (f"{op}-dtype-str", lambda scan=scan: scan(f32(10), dtype="U4"), TypeError),
+            (f"{op}-axis-out-of-range", lambda scan=scan: scan(f32(3, 4), axis=2), ValueError),
+            (f"{op}-axis-tuple", lambda scan=scan: scan(f32(3, 4), axis=(0,)), TypeError),
+            (f"{op}-axis-float", lambda scan=scan: scan(f32(3, 4), axis=1.0), TypeError),
+            (f"{op}-out-shape", lambda scan=scan: scan(f32(3, 4), out=f32(3, 4)), ValueError),
+            (f"{op}-out-host", lambda scan=scan: scan(f32(3, 4), axis=0,
+                                                      out=numpy.empty((3, 4), "f4")), TypeError),
+            (f"{op}-method-unknown", lambda scan=scan: scan(f32(3, 4), method="no_such_rung"),
+             ValueError),
+            (f"{op}-longdouble", lambda scan=scan: scan(fake_array((4,), "<f16")),
+             (TypeError, ValueError)),
+        ]
+        for name, typestr, descr in UNSUPPORTED_TYPESTRS:
+            calls.append((f"{op}-{name}", lambda scan=scan, t=typestr, d=descr: scan(
                 fake_array((4, 4), t, d)), (TypeError, ValueError)))
     return calls
 
