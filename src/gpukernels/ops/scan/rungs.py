@@ -264,6 +264,17 @@ def _groups(kernel: str) -> tuple:
                     continue
                 instances = list(dict.fromkeys(_add_carries_instance(op, acc, out)
                                                for _, acc, out in _hillis_steele_pairs()))
+            elif eager and kernel == "scan_look_back":
+                # look_back's instances take 0.5-1.2 s of NVRTC each: in groups of three, so that
+                # the import's compile threads share them (one group of twelve was the cold
+                # import's last thread by 8 s).
+                dtypes = [dtype for dtype in IN_DTYPES if _eager(op, dtype)]
+                for start in range(0, len(dtypes), 3):
+                    chunk = dtypes[start:start + 3]
+                    groups.append(SOURCE.add(
+                        f"{kernel} {name} ({', '.join(d.name for d in chunk)})",
+                        [_look_back_instance(op, dtype) for dtype in chunk]))
+                continue
             else:
                 instance = _look_back_instance if kernel == "scan_look_back" else _columns_instance
                 instances = [instance(op, dtype) for dtype in IN_DTYPES
