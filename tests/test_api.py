@@ -56,6 +56,23 @@ def test_methods_unknown_operation(op):
         gk.methods(op)
 
 
+@pytest.mark.parametrize("operation", ["cumsum", "sum", "transpose"])
+def test_check_names_an_unknown_rung_before_asking_for_a_gpu(operation, monkeypatch):
+    from gpukernels._core import device
+    from gpukernels.validation import check
+
+    def no_gpu():
+        raise device.NoGPUError("no GPU")
+
+    monkeypatch.setattr(device, "require_gpu", no_gpu)
+    with pytest.raises(ValueError, match=r"unknown .* method 'bogus'"):
+        check(operation, "bogus", (3,), "float32")
+    with pytest.raises(TypeError):
+        check(operation, 3, (3,), "float32")
+    with pytest.raises(device.NoGPUError):
+        check(operation, "auto", (3,), "float32")
+
+
 def test_public_names():
     for name in ("transpose", "matmul", "sum", "prod", "min", "max", "methods", "gpu_available", "KernelCompileError",
                  "NoGPUError", "__version__"):

@@ -48,8 +48,8 @@ def check(operation: str, method: str, shape: Any, dtype: Any, *, seed: int | No
     Parameters
     ----------
     operation : str
-        An operation of the registry: ``"transpose"``, ``"matmul"``, ``"sum"``, ``"prod"``,
-        ``"min"``, ``"max"``.
+        An operation of the registry: ``"transpose"``, ``"permute_dims"``, ``"matmul"``,
+        ``"sum"``, ``"prod"``, ``"min"``, ``"max"``, ``"cumsum"``, ``"cumprod"``.
     method : str
         A rung name (see :func:`gpukernels.methods`) or ``"auto"``.
     shape : tuple
@@ -73,7 +73,9 @@ def check(operation: str, method: str, shape: Any, dtype: Any, *, seed: int | No
     Raises
     ------
     ValueError
-        The operation is unknown (before any need for a GPU).
+        The operation or the rung is unknown (before any need for a GPU).
+    TypeError
+        ``method`` is not a string.
     NoGPUError
         There is no GPU to run on.
 
@@ -84,6 +86,8 @@ def check(operation: str, method: str, shape: Any, dtype: Any, *, seed: int | No
     True
     """
     op = _operation(operation)
+    if method != "auto":
+        op.ladder.resolve(method, op.name)  # an unknown rung is named before any need for a GPU
     _device.require_gpu()
     cupy = _device.cupy
     rng = numpy.random.default_rng(seed)
