@@ -301,8 +301,10 @@ def _all_operations(rng):
         data = 1.0 + x / 1000 if name == "cumprod" else x
         d = da.from_array(cupy.asarray(data), chunks=(300, 256))
         for axis in (None, 0, 1):
-            # each block's scan is rounded to float32 before the carries are added
-            extra = 4 * float(numpy.finfo(numpy.float32).eps) * numpy.abs(
+            # each block's scan is rounded to float32, then combined with the carry of the
+            # blocks before it, one float32 rounding per block along the axis
+            blocks = (d.reshape(-1) if axis is None else d).numblocks[axis or 0]
+            extra = (blocks + 2) * float(numpy.finfo(numpy.float32).eps) * numpy.abs(
                 getattr(numpy, name)(numpy.abs(data.astype(numpy.float64)), axis=axis))
             _check(name, getattr(gkd, name)(d, axis=axis), data, axis=axis, extra_bound=extra)
     ints = rng.integers(-1000, 1000, (513, 300), dtype=numpy.int32)

@@ -503,7 +503,11 @@ def _scan(op: Operation) -> Callable[..., Any]:
         result_dtype = op.result_dtype(x._meta, dtype=dtype)
         stand_in = numpy.zeros(tuple(builtins.min(n, 1) for n in x.shape), x.dtype)
         op.reference(stand_in, axis=axis, dtype=dtype)
-        if axis is not None and x.ndim:
+        if axis is None or not x.ndim:
+            # Flattened first: Dask's reshape joins each block row into contiguous chunks
+            # (cumreduction's own flattening rechunks into pieces of npartitions elements).
+            x, axis = x.reshape(-1), 0
+        else:
             axis = operator.index(axis) % x.ndim
         # 2. The graph: the kernel scans each block; each block then takes the last values of
         # the blocks before it along the axis, one block after another (Dask's sequential
