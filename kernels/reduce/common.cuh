@@ -80,10 +80,10 @@ struct MaxOp {
     }
 };
 
-// Shuffle any accumulator type down the warp: 4-byte pieces for 4-, 8- and 16-byte types,
-// an int for the 1- and 2-byte ones (bool, char, short in min and max).
-template <typename T>
-__device__ __forceinline__ T gk_shfl_down(T value, int offset) {
+// Any type across the warp, `shuffle` (an int -> int warp shuffle) applied to each of its
+// 4-byte pieces; 1- and 2-byte types (bool, char, short in min and max) go as one int.
+template <typename T, typename Shuffle>
+__device__ __forceinline__ T gk_shfl_pieces(T value, Shuffle shuffle) {
     if constexpr (sizeof(T) % 4 == 0) {
         union {
             T value;
@@ -91,13 +91,28 @@ __device__ __forceinline__ T gk_shfl_down(T value, int offset) {
         } u;
         u.value = value;
 #pragma unroll
-        for (int i = 0; i < (int)(sizeof(T) / 4); ++i) {
-            u.words[i] = __shfl_down_sync(0xffffffffu, u.words[i], offset);
-        }
+        for (int i = 0; i < (int)(sizeof(T) / 4); ++i) u.words[i] = shuffle(u.words[i]);
         return u.value;
     } else {
-        return (T)__shfl_down_sync(0xffffffffu, (int)value, offset);
+        return (T)shuffle((int)value);
     }
+}
+
+template <typename T>
+__device__ __forceinline__ T gk_shfl_down(T value, int offset) {
+    return gk_shfl_pieces(value,
+                          [offset](int w) { return __shfl_down_sync(0xffffffffu, w, offset); });
+}
+
+template <typename T>
+__device__ __forceinline__ T gk_shfl_up(T value, int offset) {
+    return gk_shfl_pieces(value,
+                          [offset](int w) { return __shfl_up_sync(0xffffffffu, w, offset); });
+}
+
+template <typename T>
+__device__ __forceinline__ T gk_shfl_from(T value, int lane) {
+    return gk_shfl_pieces(value, [lane](int w) { return __shfl_sync(0xffffffffu, w, lane); });
 }
 
 template <typename Op, typename Acc>

@@ -19,37 +19,6 @@
 // (look_back says how its look-back keeps that).
 #include "../reduce/common.cuh"
 
-// Shuffles of any accumulator type, in 4-byte pieces (every Acc is a whole number of them).
-template <typename T>
-__device__ __forceinline__ T gk_shfl_up(T value, int delta) {
-    static_assert(sizeof(T) % 4 == 0, "4-byte pieces");
-    union {
-        T value;
-        int words[sizeof(T) / 4];
-    } u;
-    u.value = value;
-#pragma unroll
-    for (int i = 0; i < (int)(sizeof(T) / 4); ++i) {
-        u.words[i] = __shfl_up_sync(0xffffffffu, u.words[i], delta);
-    }
-    return u.value;
-}
-
-template <typename T>
-__device__ __forceinline__ T gk_shfl_from(T value, int lane) {
-    static_assert(sizeof(T) % 4 == 0, "4-byte pieces");
-    union {
-        T value;
-        int words[sizeof(T) / 4];
-    } u;
-    u.value = value;
-#pragma unroll
-    for (int i = 0; i < (int)(sizeof(T) / 4); ++i) {
-        u.words[i] = __shfl_sync(0xffffffffu, u.words[i], lane);
-    }
-    return u.value;
-}
-
 // Address of scan r's element i (see the top of the file).
 __device__ __forceinline__ i64 gk_scan_address(i64 r, i64 i, i64 n, i64 inner) {
     return inner == 1 ? r * n + i : (r / inner) * n * inner + r % inner + i * inner;
