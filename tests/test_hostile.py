@@ -96,6 +96,23 @@ def valid_calls_work(rng):
                 numpy.cumsum(integers, axis=axis), err_msg=f"cumsum {method} after a bad call")
 
 
+def numpy_argument_bad_calls(op, call, f32):
+    """The bad calls that every operation taking NumPy's ``axis`` and ``dtype`` refuses (the
+    reductions and the scans): (id, function making the call, expected exception types)."""
+    calls = [
+        (f"{op}-dtype-object", lambda: call(f32(10), dtype=object), TypeError),
+        (f"{op}-dtype-str", lambda: call(f32(10), dtype="U4"), TypeError),
+        (f"{op}-axis-out-of-range", lambda: call(f32(3, 4), axis=2), ValueError),
+        (f"{op}-axis-float", lambda: call(f32(3, 4), axis=1.0), TypeError),
+        (f"{op}-method-unknown", lambda: call(f32(3, 4), method="no_such_rung"), ValueError),
+        (f"{op}-longdouble", lambda: call(fake_array((4,), "<f16")), (TypeError, ValueError)),
+    ]
+    for name, typestr, descr in UNSUPPORTED_TYPESTRS:
+        calls.append((f"{op}-{name}", lambda t=typestr, d=descr: call(fake_array((4, 4), t, d)),
+                      (TypeError, ValueError)))
+    return calls
+
+
 def bad_calls():
     """(id, function making the bad call, expected exception types)."""
     f32 = lambda *shape: cupy.ones(shape, dtype=cupy.float32)  # noqa: E731
@@ -141,44 +158,22 @@ def bad_calls():
         def call(*args, op=op, **kwargs):
             return reduction(op)(*args, **kwargs)
 
-        calls += [
-            (f"{op}-dtype-object", lambda call=call: call(f32(10), dtype=object), TypeError),
-            (f"{op}-dtype-str", lambda call=call: call(f32(10), dtype="U4"), TypeError),
-            (f"{op}-axis-out-of-range", lambda call=call: call(f32(3, 4), axis=2), ValueError),
+        calls += numpy_argument_bad_calls(op, call, f32) + [
             (f"{op}-axis-duplicate", lambda call=call: call(f32(3, 4), axis=(0, -2)), ValueError),
-            (f"{op}-axis-float", lambda call=call: call(f32(3, 4), axis=1.0), TypeError),
             (f"{op}-out-shape", lambda call=call: call(f32(3, 4), out=f32(1)), ValueError),
             (f"{op}-out-keepdims-shape",
              lambda call=call: call(f32(3, 4), keepdims=True, out=f32()), ValueError),
             (f"{op}-out-host", lambda call=call: call(f32(3, 4), out=numpy.empty((), "f4")),
              TypeError),
-            (f"{op}-method-unknown", lambda call=call: call(f32(3, 4), method="no_such_rung"),
-             ValueError),
-            (f"{op}-longdouble", lambda call=call: call(fake_array((4,), "<f16")),
-             (TypeError, ValueError)),
         ]
-        for name, typestr, descr in UNSUPPORTED_TYPESTRS:
-            calls.append((f"{op}-{name}", lambda call=call, t=typestr, d=descr: call(
-                fake_array((4, 4), t, d)), (TypeError, ValueError)))
     for op in ("cumsum", "cumprod"):
         scan = getattr(gk, op)
-        calls += [
-            (f"{op}-dtype-object", lambda scan=scan: scan(f32(10), dtype=object), TypeError),
-            (f"{op}-dtype-str", lambda scan=scan: scan(f32(10), dtype="U4"), TypeError),
-            (f"{op}-axis-out-of-range", lambda scan=scan: scan(f32(3, 4), axis=2), ValueError),
+        calls += numpy_argument_bad_calls(op, scan, f32) + [
             (f"{op}-axis-tuple", lambda scan=scan: scan(f32(3, 4), axis=(0,)), TypeError),
-            (f"{op}-axis-float", lambda scan=scan: scan(f32(3, 4), axis=1.0), TypeError),
             (f"{op}-out-shape", lambda scan=scan: scan(f32(3, 4), out=f32(3, 4)), ValueError),
             (f"{op}-out-host", lambda scan=scan: scan(f32(3, 4), axis=0,
                                                       out=numpy.empty((3, 4), "f4")), TypeError),
-            (f"{op}-method-unknown", lambda scan=scan: scan(f32(3, 4), method="no_such_rung"),
-             ValueError),
-            (f"{op}-longdouble", lambda scan=scan: scan(fake_array((4,), "<f16")),
-             (TypeError, ValueError)),
         ]
-        for name, typestr, descr in UNSUPPORTED_TYPESTRS:
-            calls.append((f"{op}-{name}", lambda scan=scan, t=typestr, d=descr: scan(
-                fake_array((4, 4), t, d)), (TypeError, ValueError)))
     return calls
 
 

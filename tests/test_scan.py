@@ -13,7 +13,8 @@ import pytest
 
 import gpukernels as gk
 from gpukernels._core.launch import record_launches
-from gpukernels.ops.scan import check, rungs, scan_result_dtype
+from gpukernels.ops.reduce.dtypes import reduction_result_dtype
+from gpukernels.ops.scan import check, rungs
 from gpukernels.validation import poisoned
 
 RUNGS = gk.methods("scan")
@@ -34,18 +35,18 @@ def test_result_dtypes_are_numpys(operation):
 
     for dtype in DTYPES:
         for requested in REQUESTS:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings():  # complex to a real dtype: NumPy warns, as we do
                 warnings.simplefilter("ignore")
                 want = getattr(numpy, operation)(numpy.ones(2, dtype), dtype=requested).dtype
-            assert scan_result_dtype(operation, dtype, requested) == want
+                assert reduction_result_dtype(operation, dtype, requested) == want
 
 
 @pytest.mark.parametrize("dtype", ["datetime64[s]", "U3", "O", "V4"])
 def test_unsupported_dtypes_are_refused(dtype):
     with pytest.raises(TypeError, match="cumsum"):
-        scan_result_dtype("cumsum", numpy.dtype(dtype))
+        reduction_result_dtype("cumsum", numpy.dtype(dtype))
     with pytest.raises(TypeError, match="cannot produce"):
-        scan_result_dtype("cumsum", numpy.dtype("float32"), dtype)
+        reduction_result_dtype("cumsum", numpy.dtype("float32"), dtype)
 
 
 def test_accumulators_widen_floats_and_wrap_integers():
@@ -150,7 +151,7 @@ def _compare(got, x, operation, **kwargs):
     want, bound = check.make_reference(operation)(x, **kwargs)
     got = cupy.asnumpy(got)
     assert got.shape == want.shape
-    assert got.dtype == scan_result_dtype(operation, x.dtype, kwargs.get("dtype"))
+    assert got.dtype == reduction_result_dtype(operation, x.dtype, kwargs.get("dtype"))
     if bound is None:
         numpy.testing.assert_array_equal(got, want)
     else:

@@ -115,6 +115,12 @@ def _checked(x: Any, name: str, argument: str = "x") -> Any:
     return x
 
 
+def _numpy_errors(op: Operation, x: Any, **kwargs: Any) -> None:
+    """Raise what NumPy raises for these arguments (axis, dtype, an empty input): the
+    operation's reference on a host stand-in of ``x`` of at most one element per axis."""
+    op.reference(numpy.zeros(tuple(builtins.min(n, 1) for n in x.shape), x.dtype), **kwargs)
+
+
 def _meta(like: Any, ndim: int, dtype: numpy.dtype) -> Any:
     """An empty array of the chunks' type, ``ndim`` and ``dtype`` (Dask's ``meta``)."""
     return meta_from_array(like._meta, ndim=ndim, dtype=dtype)
@@ -422,8 +428,7 @@ def _reduction(op: Operation) -> Callable[..., Any]:
         options = {"dtype": dtype} if takes_dtype else {}
         result_dtype = op.result_dtype(x._meta, **options)
         normalize_axis(axis, x.ndim)
-        stand_in = numpy.zeros(tuple(builtins.min(n, 1) for n in x.shape), x.dtype)
-        op.reference(stand_in, axis=axis, keepdims=keepdims, **options)
+        _numpy_errors(op, x, axis=axis, keepdims=keepdims, **options)
         axes = axis if axis is None or isinstance(axis, tuple) else (axis,)
         # 2. The graph: the kernel reduces each block (partials of float16 kept in float32),
         # then groups of partials, up to the result.
@@ -501,8 +506,7 @@ def _scan(op: Operation) -> Callable[..., Any]:
         x = _checked(x, name)
         op.ladder.resolve(method, name)
         result_dtype = op.result_dtype(x._meta, dtype=dtype)
-        stand_in = numpy.zeros(tuple(builtins.min(n, 1) for n in x.shape), x.dtype)
-        op.reference(stand_in, axis=axis, dtype=dtype)
+        _numpy_errors(op, x, axis=axis, dtype=dtype)
         if axis is None or not x.ndim:
             # Flattened first: Dask's reshape joins each block row into contiguous chunks
             # (cumreduction's own flattening rechunks into pieces of npartitions elements).
@@ -526,7 +530,8 @@ def _scan(op: Operation) -> Callable[..., Any]:
     x : dask.array.Array
         Any shape, with CuPy chunks.
     axis : int, optional
-        The axis to scan; ``None`` scans the flattened array (Dask flattens and rechunks it).
+        The axis to scan; ``None`` scans the flattened array (``x.reshape(-1)``: Dask joins
+        each row of blocks into contiguous chunks).
     dtype : dtype, optional
         The result dtype, as for :func:`gpukernels.{name}`.
     method : str, optional

@@ -86,8 +86,7 @@ def check(operation: str, method: str, shape: Any, dtype: Any, *, seed: int | No
     True
     """
     op = _operation(operation)
-    if method != "auto":
-        op.ladder.resolve(method, op.name)  # an unknown rung is named before any need for a GPU
+    op.ladder.resolve(method, op.name)  # an unknown rung is named before any need for a GPU
     _device.require_gpu()
     cupy = _device.cupy
     rng = numpy.random.default_rng(seed)

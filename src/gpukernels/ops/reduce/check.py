@@ -17,7 +17,7 @@ from ..._core.ladder import OPERATIONS, BenchSpec
 from .axis import PLAN_NAME
 from .dtypes import normalize_axis, reduction_result_dtype
 
-__all__ = ["inputs", "make_reference", "make_bench"]
+__all__ = ["inputs", "make_reference", "make_bench", "size_and_axis_cases"]
 
 #: The library reductions timed beside the rungs: CuPy's (the ceiling) and PyTorch's names.
 _CUPY = {"sum": "sum", "prod": "prod", "min": "min", "max": "max"}
@@ -26,8 +26,8 @@ _TORCH = {"sum": "sum", "prod": "prod", "min": "amin", "max": "amax"}
 
 def inputs(shape: tuple, dtype: Any, rng: Any, *, xp: Any = numpy,
            integer_valued: bool = False) -> tuple:
-    """``((x,), {})``: a fresh random array (reduced in full by default), on the host
-    (``xp=numpy``) or the device (``xp=cupy``)."""
+    """``((x,), {})``: a fresh random array (reduced in full, or scanned flattened, by default),
+    on the host (``xp=numpy``) or the device (``xp=cupy``)."""
     return (random_array(shape, dtype, rng, xp=xp, integer_valued=integer_valued),), {}
 
 
@@ -75,9 +75,11 @@ def make_reference(operation: str) -> Callable[..., tuple]:
 
 # --- the benchmark ------------------------------------------------------------------------------------
 
-def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
-           shapes: Sequence[tuple], axis_cases: Sequence[tuple] = (), axis_dtype: str = "float32",
-           torch: bool = True) -> list:
+def size_and_axis_cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
+                        shapes: Sequence[tuple], axis_cases: Sequence[tuple] = (),
+                        axis_dtype: str = "float32", torch: bool = True) -> list:
+    """The sweep of an operation that takes ``axis``: flat inputs of each size and dtype, the
+    extra shapes, then ``(shape, axis)`` cases in ``axis_dtype`` (reductions and scans)."""
     from ...benchmark.sweep import Case
 
     cases = []
@@ -157,6 +159,6 @@ def make_bench(operation: str) -> BenchSpec:
                   "axis_cases": REDUCE_AXIS_CASES, "axis_dtype": "float32", "torch": True},
         quick={"sizes": (2**10, 2**14, 10**5),
                "axis_cases": (((512, 512), 0), ((512, 512), 1), ((1000, 2), 1), ((1, 4096), 1))},
-        cases=_cases, candidates=_candidates, main_cases=_main_cases,
+        cases=size_and_axis_cases, candidates=_candidates, main_cases=_main_cases,
         options=("axis_cases", "axis_dtype", "torch"),
         title="Reductions: achieved bandwidth against input size")

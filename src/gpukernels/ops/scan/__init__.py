@@ -21,43 +21,11 @@ from ..._core import device as _device
 from ..._core import ladder as _ladder
 from ..._core.axes import axis_index
 from ..._core.launch import PLANS, Array, KernelCall, finish_out, prepare_out
+from ..reduce.dtypes import reduction_result_dtype
 from . import check, rungs
 from .rungs import LADDER, OPERATORS, Problem
 
-__all__ = ["cumsum", "cumprod", "scan_result_dtype", "LADDER"]
-
-
-@functools.lru_cache(maxsize=1024)
-def _result_dtype(operation: str, dtype: numpy.dtype, requested: Any) -> numpy.dtype:
-    if dtype.kind not in "biufc":
-        raise TypeError(f"{operation} supports bool, integer, float and complex dtypes, not {dtype}")
-    if requested is not None and numpy.dtype(requested).kind not in "biufc":
-        raise TypeError(f"{operation} cannot produce dtype {numpy.dtype(requested)}")
-    with warnings.catch_warnings():  # complex scanned to a real dtype: NumPy warns, and so do we
-        warnings.simplefilter("ignore", numpy.exceptions.ComplexWarning)
-        result = getattr(numpy, operation)(numpy.ones(1, dtype=dtype), dtype=requested).dtype
-    if result not in rungs.C_TYPES:
-        raise TypeError(f"{operation} cannot produce dtype {result}")
-    return result
-
-
-def scan_result_dtype(operation: str, dtype: numpy.dtype, requested: Any = None) -> numpy.dtype:
-    """NumPy's result dtype of ``numpy.<operation>(x, dtype=requested)`` for ``x`` of ``dtype``
-    (asked of NumPy itself, with its errors, and cached).
-
-    Examples
-    --------
-    >>> import numpy
-    >>> from gpukernels.ops.scan import scan_result_dtype
-    >>> scan_result_dtype("cumsum", numpy.dtype("int32")), scan_result_dtype("cumprod", numpy.dtype("float16"))
-    (dtype('int64'), dtype('float16'))
-    """
-    try:
-        return _result_dtype(operation, numpy.dtype(dtype), requested)
-    except TypeError as error:
-        if "unhashable" not in str(error):
-            raise
-        return _result_dtype.__wrapped__(operation, numpy.dtype(dtype), requested)
+__all__ = ["cumsum", "cumprod", "LADDER"]
 
 
 def _kernel_dtypes(x_dtype: numpy.dtype, result: numpy.dtype) -> tuple[numpy.dtype, numpy.dtype]:
@@ -112,17 +80,26 @@ class _Plan:
             call(x, result, *temporaries)
 
 
+def _scan_axis(x: Any, axis: Any) -> int | None:
+    """``axis`` as an index into ``x.shape``, with NumPy's errors; None when the scan runs over
+    the flattened array (``axis=None``, or any valid axis of a 0-d array)."""
+    refusal = f"an integer is required for the axis, not {axis!r}"
+    if axis is None or x.ndim == 0:
+        if axis is not None:
+            axis_index(axis, 1, refusal)
+        return None
+    return axis_index(axis, x.ndim, refusal)
+
+
 def _plan(operation: str, x: Any, axis: Any, dtype: Any, method: str) -> _Plan:
     """Validate a scan of ``x`` and plan its launches."""
     _device.check_alignment(x, "x")
-    result_dtype = scan_result_dtype(operation, x.dtype, dtype)
+    result_dtype = reduction_result_dtype(operation, x.dtype, dtype)
     rung = LADDER.resolve(method, operation)
-    if axis is None or x.ndim == 0:
-        if axis is not None:
-            axis_index(axis, 1, f"an integer is required for the axis, not {axis!r}")
+    ax = _scan_axis(x, axis)
+    if ax is None:
         out_shape, n, rows, inner = (x.size,), x.size, 1, 1
     else:
-        ax = axis_index(axis, x.ndim, f"an integer is required for the axis, not {axis!r}")
         out_shape = tuple(x.shape)
         n, inner = x.shape[ax], math.prod(x.shape[ax + 1:])
         rows = math.prod(x.shape[:ax]) * inner
@@ -178,12 +155,8 @@ def _scan(operation: str, x: Any, axis: Any, dtype: Any, method: str, out: Any) 
 
 
 def _plan_out_check(operation: str, x: Any, axis: Any, dtype: Any, out: Any) -> None:
-    result_dtype = scan_result_dtype(operation, x.dtype, dtype)
-    if axis is None or x.ndim == 0:
-        shape: tuple = (x.size,)
-    else:
-        axis_index(axis, x.ndim, f"an integer is required for the axis, not {axis!r}")
-        shape = tuple(x.shape)
+    result_dtype = reduction_result_dtype(operation, x.dtype, dtype)
+    shape = (x.size,) if _scan_axis(x, axis) is None else tuple(x.shape)
     prepare_out(out, shape, result_dtype, x.data.device_id, (x,), casting="unsafe")
 
 
@@ -267,7 +240,7 @@ for _function in (cumsum, cumprod):
         name=_function.__name__, function=_function, ladder=LADDER, inputs=check.inputs,
         reference=check.make_reference(_function.__name__), check_shape=(3 * 4096 + 17,),
         result_dtype=lambda x, *, dtype=None, _name=_function.__name__, **_:
-            scan_result_dtype(_name, x.dtype, dtype),
+            reduction_result_dtype(_name, x.dtype, dtype),
         check_dtypes=("int32", "float32"), bench=check.make_bench(_function.__name__),
         kind="scan", extra={"combine": operator.add if _function is cumsum else operator.mul,
                             "identity": 0 if _function is cumsum else 1}))

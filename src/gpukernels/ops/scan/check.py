@@ -5,25 +5,19 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy
 
 from ..._core import device as _device
 from ..._core.compare import same_bits, within
-from ..._core.inputs import random_array
 from ..._core.ladder import OPERATIONS, BenchSpec
+from ..reduce.check import inputs, size_and_axis_cases
+from ..reduce.dtypes import reduction_result_dtype
 from . import rungs
 
 __all__ = ["inputs", "make_reference", "make_bench", "depth"]
-
-
-def inputs(shape: tuple, dtype: Any, rng: Any, *, xp: Any = numpy,
-           integer_valued: bool = False) -> tuple:
-    """``((x,), {})``: a fresh random array (scanned flattened by default), on the host
-    (``xp=numpy``) or the device (``xp=cupy``)."""
-    return (random_array(shape, dtype, rng, xp=xp, integer_valued=integer_valued),), {}
 
 
 def depth(n: int) -> int:
@@ -48,9 +42,7 @@ def make_reference(operation: str) -> Callable[..., tuple]:
 
         eps_acc is the accumulator's: float32 for float16 and complex64, float64 otherwise.
         """
-        from . import scan_result_dtype
-
-        result_dtype = scan_result_dtype(operation, x.dtype, dtype)
+        result_dtype = reduction_result_dtype(operation, x.dtype, dtype)
         function = getattr(xp, operation)
         if result_dtype.kind == "b":
             return function(x.astype(bool), axis=axis) != 0, None
@@ -81,21 +73,6 @@ def make_reference(operation: str) -> Callable[..., tuple]:
 AXIS_CASES = (((2**20, 16), 0), ((8192, 8192), 0), ((8192, 8192), 1), ((2**20, 16), 1))
 
 
-def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
-           shapes: Sequence[tuple], axis_cases: Sequence[tuple] = (),
-           axis_dtype: str = "float32", torch: bool = True) -> list:
-    from ...benchmark.sweep import Case
-
-    cases = []
-    for dtype in dtypes:
-        name = numpy.dtype(dtype).name
-        cases += [Case(operation, (n,), name, "size") for n in sorted(sizes)]
-        cases += [Case(operation, tuple(s), name, "shape") for s in shapes]
-    cases += [Case(operation, tuple(s), numpy.dtype(axis_dtype).name, "axis", (("axis", ax),))
-              for s, ax in axis_cases]
-    return cases
-
-
 def _main_cases(operation: str, quick: bool) -> list:
     from ...benchmark.sweep import Case
 
@@ -113,7 +90,6 @@ def _main_cases(operation: str, quick: bool) -> list:
 def _candidates(case: Any, methods: tuple[str, ...], seed: int, *, torch: bool = True,
                 **_: Any) -> tuple[list, float, dict]:
     from ...benchmark.sweep import Candidate
-    from . import scan_result_dtype
 
     cupy = _device.cupy
     operation = case.operation
@@ -123,7 +99,7 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int, *, torch: bool =
     (x,), _ = inputs(case.shape, case.dtype, seed, xp=cupy)
     if operation == "cumprod" and x.dtype.kind in "fc":  # factors near 1: no underflow to 0
         x = (1.0 + x / max(x.size, 1)).astype(x.dtype)
-    result_dtype = scan_result_dtype(operation, x.dtype)
+    result_dtype = reduction_result_dtype(operation, x.dtype)
     want, bound = op.reference(x, xp=cupy, **kwargs)
     out_bytes = x.size * result_dtype.itemsize
 
@@ -203,6 +179,6 @@ def make_bench(operation: str) -> BenchSpec:
         defaults={"sizes": (2**20, 2**24, 2**26, 2**28), "dtypes": ("float32", "int32"),
                   "shapes": (), "axis_cases": AXIS_CASES, "axis_dtype": "float32", "torch": True},
         quick={"sizes": (2**10, 2**14, 10**5), "axis_cases": (((4096, 16), 0), ((512, 512), 1))},
-        cases=_cases, candidates=_candidates, main_cases=_main_cases,
+        cases=size_and_axis_cases, candidates=_candidates, main_cases=_main_cases,
         options=("axis_cases", "axis_dtype", "torch"),
         title="Scans: achieved bandwidth against input size")

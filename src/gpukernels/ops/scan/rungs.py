@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -251,57 +252,53 @@ def _hillis_steele_pairs() -> tuple:
     return tuple(dict.fromkeys(triples))
 
 
-def _groups(kernel: str) -> tuple:
+def _lazy_groups(kernel: str, instances: Callable[[str], list[str]]) -> tuple:
+    """One group per operator, compiled on first use (the textbook rung's kernels)."""
+    return tuple(SOURCE.add(f"{kernel} {name} (lazy)", instances(op), eager=False)
+                 for name, op in OPERATORS.items())
+
+
+def _dtype_groups(kernel: str, instance: Callable[[str, numpy.dtype], str], chunk: int) -> tuple:
+    """Per operator, the eager instances (see :func:`_eager`) in groups of ``chunk`` dtypes,
+    which the import's compile threads share, and the others in one lazy group."""
     groups = []
     for name, op in OPERATORS.items():
-        for eager in (True, False):
-            if kernel == "scan_hillis_steele":
-                if eager:
-                    continue
-                instances = [_hillis_steele_instance(op, *t) for t in _hillis_steele_pairs()]
-            elif kernel == "scan_add_carries":
-                if eager:
-                    continue
-                instances = list(dict.fromkeys(_add_carries_instance(op, acc, out)
-                                               for _, acc, out in _hillis_steele_pairs()))
-            elif eager and kernel == "scan_look_back":
-                # look_back's instances take 0.5-1.2 s of NVRTC each: in groups of three, so that
-                # the import's compile threads share them (one group of twelve was the cold
-                # import's last thread by 8 s).
-                dtypes = [dtype for dtype in IN_DTYPES if _eager(op, dtype)]
-                for start in range(0, len(dtypes), 3):
-                    chunk = dtypes[start:start + 3]
-                    groups.append(SOURCE.add(
-                        f"{kernel} {name} ({', '.join(d.name for d in chunk)})",
-                        [_look_back_instance(op, dtype) for dtype in chunk]))
-                continue
-            else:
-                instance = _look_back_instance if kernel == "scan_look_back" else _columns_instance
-                instances = [instance(op, dtype) for dtype in IN_DTYPES
-                             if _eager(op, dtype) == eager]
-            if not instances:
-                continue
-            groups.append(SOURCE.add(f"{kernel} {name}{'' if eager else ' (lazy)'}", instances,
-                                     eager=eager))
+        eager = [dtype for dtype in IN_DTYPES if _eager(op, dtype)]
+        for start in range(0, len(eager), chunk):
+            part = eager[start:start + chunk]
+            label = f" ({', '.join(d.name for d in part)})" if len(part) < len(eager) else ""
+            groups.append(SOURCE.add(f"{kernel} {name}{label}",
+                                     [instance(op, dtype) for dtype in part]))
+        groups.append(SOURCE.add(f"{kernel} {name} (lazy)",
+                                 [instance(op, dtype) for dtype in IN_DTYPES
+                                  if not _eager(op, dtype)], eager=False))
     return tuple(groups)
 
 
 #: The textbook rung's second kernel (its carry pass), compiled with it on first use.
-ADD_CARRIES_GROUPS = _groups("scan_add_carries")
+ADD_CARRIES_GROUPS = _lazy_groups("scan_add_carries", lambda op: list(dict.fromkeys(
+    _add_carries_instance(op, acc, out) for _, acc, out in _hillis_steele_pairs())))
 
 LADDER = Ladder("scan", (
     Rung("hillis_steele",
          "the textbook scan: a tile per block, log2(block) shared-memory steps, tile totals "
          "scanned recursively, then a pass that adds each tile's carry",
-         SOURCE, "scan_hillis_steele", _groups("scan_hillis_steele"), plan_hillis_steele),
+         SOURCE, "scan_hillis_steele",
+         _lazy_groups("scan_hillis_steele",
+                      lambda op: [_hillis_steele_instance(op, *t) for t in _hillis_steele_pairs()]),
+         plan_hillis_steele),
     Rung("look_back",
          "one pass: each tile looks back at its predecessors' published totals (decoupled "
          "look-back, folded in a fixed order), 16-byte words, rows laid end to end",
-         SOURCE, "scan_look_back", _groups("scan_look_back"), plan_look_back),
+         # NVRTC takes 0.5-1.2 s per instance: one group of twelve was the cold import's last
+         # thread by 8 s (benchmarks/NOTES.md, item 52)
+         SOURCE, "scan_look_back", _dtype_groups("scan_look_back", _look_back_instance, 3),
+         plan_look_back),
     Rung("columns",
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
          "columns, a look-back per column",
-         SOURCE, "scan_columns", _groups("scan_columns"), plan_columns,
+         SOURCE, "scan_columns", _dtype_groups("scan_columns", _columns_instance, 12),
+         plan_columns,
          Needs(layout="fast for scans along an axis that is not the last")),
 ))
 
