@@ -241,7 +241,8 @@ class KernelCall:
         self.kernel = kernel
         self.grid, self.block, self.shared_mem = grid, block, int(shared_mem)
         for arg in args:
-            if isinstance(arg, (bool, int, float, complex)):
+            # Python numbers (numpy.float64 is a float too, and welcome: its C type is double)
+            if isinstance(arg, (bool, int, float, complex)) and not isinstance(arg, numpy.generic):
                 raise TypeError(f"{instance}: pass {arg!r} as a NumPy scalar of the kernel "
                                 "parameter's C type")
         self.template = list(args)
