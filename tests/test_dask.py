@@ -184,6 +184,24 @@ def test_reduction_graphs_match_numpy(numpy_chunks, rng, name, axis, keepdims):
     numpy.testing.assert_allclose(got.compute(), want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["mean", "var", "std"])
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2), (0, 1, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_moment_graphs_match_numpy(numpy_chunks, rng, name, axis, keepdims):
+    x = 1e4 + rng.random((9, 14, 11))  # a mean large against the spread
+    dx = da.from_array(x, chunks=(4, 5, 11))
+    options = {} if name == "mean" else {"ddof": 1}
+    got = getattr(gkd, name)(dx, axis=axis, keepdims=keepdims, split_every=2, **options)
+    want = getattr(numpy, name)(x, axis=axis, keepdims=keepdims, **options)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    numpy.testing.assert_allclose(got.compute(), want, rtol=1e-9)
+    z = (rng.random((30, 4)) + 1j * rng.random((30, 4))).astype(numpy.complex64)
+    got = getattr(gkd, name)(da.from_array(z, chunks=(7, 3)), axis=0)
+    want = getattr(numpy, name)(z.astype(numpy.complex128), axis=0)
+    assert got.dtype == getattr(numpy, name)(z, axis=0).dtype
+    numpy.testing.assert_allclose(got.compute(), want, rtol=1e-6)
+
+
 def test_reductions_keep_numpy_dtypes_and_float16_partials_in_float32(numpy_chunks, rng):
     x = rng.integers(0, 100, (50,), dtype=numpy.int8)
     dx = da.from_array(x, chunks=7)
@@ -297,6 +315,10 @@ def _all_operations(rng):
         d = da.from_array(cupy.asarray(data), chunks=(300, 256))
         for axis in (None, 0, 1):
             _check(name, getattr(gkd, name)(d, axis=axis), data, axis=axis)
+    for name in ("mean", "var", "std"):
+        d = da.from_array(cupy.asarray(x + 100), chunks=(300, 256))
+        for axis in (None, 0, 1):
+            _check(name, getattr(gkd, name)(d, axis=axis), x + 100, axis=axis)
     for name in ("cumsum", "cumprod"):
         data = 1.0 + x / 1000 if name == "cumprod" else x
         d = da.from_array(cupy.asarray(data), chunks=(300, 256))

@@ -166,6 +166,17 @@ def bad_calls():
             (f"{op}-out-host", lambda call=call: call(f32(3, 4), out=numpy.empty((), "f4")),
              TypeError),
         ]
+    for op in ("mean", "var", "std"):
+        moment = getattr(gk, op)
+        calls += numpy_argument_bad_calls(op, moment, f32) + [
+            (f"{op}-axis-duplicate", lambda f=moment: f(f32(3, 4), axis=(0, -2)), ValueError),
+            (f"{op}-out-shape", lambda f=moment: f(f32(3, 4), axis=0, out=f32(3)), ValueError),
+            (f"{op}-out-host", lambda f=moment: f(f32(3, 4), out=numpy.empty((), "f4")),
+             TypeError),
+        ]
+        if op != "mean":
+            calls += [(f"{op}-ddof-str", lambda f=moment: f(f32(3, 4), ddof="1"), TypeError),
+                      (f"{op}-ddof-array", lambda f=moment: f(f32(3, 4), ddof=f32(1)), TypeError)]
     for op in ("cumsum", "cumprod"):
         scan = getattr(gk, op)
         calls += numpy_argument_bad_calls(op, scan, f32) + [

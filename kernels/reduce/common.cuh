@@ -80,6 +80,59 @@ struct MaxOp {
     }
 };
 
+// var and std: the count, mean and sum of squared deviations from the mean (m2) of the elements
+// seen, in double whatever the input, merged with Chan, Golub and LeVeque's pairwise update. No
+// sum of squares is ever formed, so the variance stays accurate when the mean is large against
+// the spread. An element is the moments {1, x, 0}; the identity has count 0.
+struct gk_moments {
+    double count, mean, m2;
+};
+#define GK_MOMENTS_OF(T)                                                                   \
+    template <>                                                                            \
+    struct ToAcc<gk_moments, T> {                                                          \
+        static __device__ __forceinline__ gk_moments apply(T x) {                          \
+            gk_moments m = {1.0, to_acc<double>(x), 0.0};                                  \
+            return m;                                                                      \
+        }                                                                                  \
+    };
+GK_MOMENTS_OF(bool)
+GK_MOMENTS_OF(signed char)
+GK_MOMENTS_OF(unsigned char)
+GK_MOMENTS_OF(short)
+GK_MOMENTS_OF(unsigned short)
+GK_MOMENTS_OF(int)
+GK_MOMENTS_OF(unsigned int)
+GK_MOMENTS_OF(long long)
+GK_MOMENTS_OF(unsigned long long)
+GK_MOMENTS_OF(gk_half)
+GK_MOMENTS_OF(float)
+GK_MOMENTS_OF(double)
+#undef GK_MOMENTS_OF
+template <>
+struct ToAcc<gk_moments, gk_moments> {
+    static __device__ __forceinline__ gk_moments apply(gk_moments x) { return x; }
+};
+
+struct MomentsOp {
+    template <typename T>
+    static __device__ __forceinline__ T identity() {
+        T m = {0.0, 0.0, 0.0};
+        return m;
+    }
+    template <typename T>
+    static __device__ __forceinline__ T combine(T a, T b) {
+        if (b.count == 0.0) return a;
+        if (a.count == 0.0) return b;
+        T m;
+        m.count = a.count + b.count;
+        const double delta = b.mean - a.mean;
+        const double b_share = b.count / m.count;
+        m.mean = a.mean + delta * b_share;
+        m.m2 = (a.m2 + b.m2) + delta * delta * a.count * b_share;
+        return m;
+    }
+};
+
 // Any type across the warp, `shuffle` (an int -> int warp shuffle) applied to each of its
 // 4-byte pieces; 1- and 2-byte types (bool, char, short in min and max) go as one int.
 template <typename T, typename Shuffle>

@@ -20,13 +20,14 @@ from ._core.device import NoGPUError, gpu_available
 from ._core.ladder import methods
 from .introspect import describe
 from .ops.matmul import matmul
+from .ops.moments import mean, std, var
 from .ops.permute import permute_dims
 from .ops.reduce import max, min, prod, sum
 from .ops.scan import cumprod, cumsum
 from .ops.transpose import transpose
 
-__all__ = ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max", "cumsum",
-           "cumprod", "methods", "describe",
+__all__ = ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max", "mean", "var",
+           "std", "cumsum", "cumprod", "methods", "describe",
            "gpu_available", "KernelCompileError", "NoGPUError", "__version__"]
 
 try:

@@ -18,6 +18,9 @@ the registry reaches Dask without an edit here:
 * ``sum``, ``prod``, ``min``, ``max`` (kind ``"reduction"``): :func:`dask.array.reduction`, with
   the gpukernels reduction as its chunk, combine and aggregate steps; float16 partial sums and
   products are kept in float32 until the last step.
+* ``mean``, ``var``, ``std`` (kind ``"moments"``): mean is the Dask sum above divided by the
+  count; var and std take the moments of each block (count, mean, squared deviations, as
+  :func:`gpukernels.var` folds them) and merge them along Dask's reduction tree.
 
 Results have NumPy's dtypes and shapes, as on one array, and the same chunking gives bitwise the
 same result on every run. Each function checks its inputs on the client, before any task runs,
@@ -47,6 +50,7 @@ import functools
 import inspect
 import math
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +67,7 @@ except ImportError as error:  # the optional extra is missing
 from ._core import device as _device
 from ._core.ladder import OPERATIONS, Operation
 from .ops.matmul import matmul_shapes
+from .ops.moments import moment_states
 from .ops.permute import normalize_axes
 from .ops.reduce.dtypes import normalize_axis
 
@@ -117,13 +122,18 @@ def _checked(x: Any, name: str, argument: str = "x") -> Any:
 
 def _numpy_errors(op: Operation, x: Any, **kwargs: Any) -> None:
     """Raise what NumPy raises for these arguments (axis, dtype, an empty input): the
-    operation's reference on a host stand-in of ``x`` of at most one element per axis."""
-    op.reference(numpy.zeros(tuple(builtins.min(n, 1) for n in x.shape), x.dtype), **kwargs)
+    operation's reference on a host stand-in of ``x`` of at most one element per axis (its
+    warnings are the stand-in's, not the call's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        op.reference(numpy.zeros(tuple(builtins.min(n, 1) for n in x.shape), x.dtype), **kwargs)
 
 
 def _meta(like: Any, ndim: int, dtype: numpy.dtype) -> Any:
     """An empty array of the chunks' type, ``ndim`` and ``dtype`` (Dask's ``meta``)."""
-    return meta_from_array(like._meta, ndim=ndim, dtype=dtype)
+    with warnings.catch_warnings():  # an empty complex meta cast to a real result dtype
+        warnings.simplefilter("ignore", numpy.exceptions.ComplexWarning)
+        return meta_from_array(like._meta, ndim=ndim, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -492,6 +502,152 @@ def _reduction(op: Operation) -> Callable[..., Any]:
     return function
 
 
+def _block_moments(method: str, x: Any, axis: tuple, keepdims: bool) -> Any:
+    """The chunk step of var and std: the moments of one block, ``(*block result, parts, 3)``
+    (see :func:`gpukernels.ops.moments.moment_states`)."""
+    if isinstance(x, numpy.ndarray):  # the CPU tests' NumPy chunks: the same layout, by NumPy
+        parts = numpy.stack([x.real, x.imag], axis=-1) if x.dtype.kind == "c" else x[..., None]
+        parts = parts.astype(numpy.float64)
+        count = numpy.ones_like(parts).sum(axis=axis, keepdims=keepdims)
+        mean = parts.mean(axis=axis, keepdims=keepdims)
+        m2 = parts.var(axis=axis, keepdims=keepdims) * count
+        return numpy.stack([count, mean, m2], axis=-1)
+    return moment_states(x, axis, keepdims, method)
+
+
+def _merge_moments(states: Any, axis: tuple, keepdims: bool) -> Any:
+    """Moments merged over ``axis`` (the combine step): with the merged count and mean, each
+    part's squared deviations plus its count times its mean's squared distance from the
+    merged mean, added in a fixed order."""
+    if isinstance(states, list):  # several block axes at once: Dask hands nested lists
+        states = _concatenate(states, axis)
+    xp = numpy if isinstance(states, numpy.ndarray) else _device.cupy
+    count, mean, m2 = states[..., 0], states[..., 1], states[..., 2]
+    total = count.sum(axis=axis, keepdims=True)
+    with numpy.errstate(invalid="ignore", divide="ignore"):
+        merged_mean = xp.where(total > 0, (count * mean).sum(axis=axis, keepdims=True) /
+                               xp.where(total > 0, total, 1), xp.nan)
+        spread = xp.where(count > 0, m2 + count * xp.square(mean - merged_mean), 0.0)
+    merged = xp.stack([total, merged_mean, spread.sum(axis=axis, keepdims=True)], axis=-1)
+    return merged if keepdims else merged.squeeze(axis)
+
+
+def _concatenate(parts: list, axis: tuple) -> Any:
+    from dask.array.core import concatenate_lookup
+
+    depth, probe = 0, parts
+    while isinstance(probe, list):
+        depth, probe = depth + 1, probe[0]
+    concatenate = concatenate_lookup.dispatch(type(probe))
+
+    def join(nested: Any, level: int) -> Any:
+        if not isinstance(nested, list):
+            return nested
+        return concatenate([join(p, level + 1) for p in nested], axis=axis[level])
+
+    return join(parts, 0)
+
+
+def _finish_moments(name: str, count: int, ddof: float, result_dtype: numpy.dtype, states: Any,
+                    axis: tuple, keepdims: bool) -> Any:
+    """The aggregate step of var and std: merged moments to the result."""
+    merged = _merge_moments(states, axis, keepdims)
+    xp = numpy if isinstance(merged, numpy.ndarray) else _device.cupy
+    with numpy.errstate(invalid="ignore", divide="ignore"):
+        result = merged[..., 2].sum(axis=-1) / builtins.max(count - ddof, 0)
+        if name == "std":
+            result = xp.sqrt(result)
+    return result.astype(result_dtype)
+
+
+def _moments(op: Operation) -> Callable[..., Any]:
+    name = op.name
+
+    def function(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
+                 ddof: Any = 0, method: str = "auto",
+                 split_every: int | dict | None = None) -> Any:
+        # 1. Validate (on the client), as for the reductions; ddof for var and std.
+        x = _checked(x, name)
+        op.ladder.resolve(method, name)
+        result_dtype = op.result_dtype(x._meta, dtype=dtype)
+        axes = normalize_axis(axis, x.ndim)
+        options = {} if name == "mean" else {"ddof": ddof}
+        _numpy_errors(op, x, axis=axis, dtype=dtype, keepdims=keepdims, **options)
+        count = math.prod(x.shape[ax] for ax in axes)
+        if count - (0 if name == "mean" else float(ddof)) <= 0:  # as NumPy warns
+            warnings.warn("Mean of empty slice." if name == "mean" else
+                          "Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
+        if name == "mean":
+            if ddof != 0:
+                raise TypeError("mean() got an unexpected keyword argument 'ddof'")
+            # 2. The graph: the sum of the blocks (float64 for real results), divided by the
+            # count once, in the result dtype.
+            total_dtype = numpy.dtype(numpy.float64) if result_dtype.kind == "f" else result_dtype
+            # this module's sum (the name is the builtin's inside this function's module code)
+            total = globals()["sum"](x, axis=axis, dtype=total_dtype, keepdims=keepdims,
+                                     method=method, split_every=split_every)
+            return (total / count).astype(result_dtype)
+        # 2. The graph: the moments of each block, merged along Dask's tree, finished once.
+        out_ndim = x.ndim if keepdims else x.ndim - len(axes)
+        return da.reduction(
+            x, functools.partial(_block_moments, method),
+            functools.partial(_finish_moments, name, count, float(ddof), result_dtype),
+            combine=_merge_moments, axis=axes, keepdims=keepdims, dtype=result_dtype,
+            split_every=split_every, concatenate=False,
+            meta=_meta(x, out_ndim, result_dtype), name=f"gk-{name}")
+
+    if name == "mean":
+        function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [p for p in inspect.signature(function).parameters.values() if p.name != "ddof"])
+    ddof_text = "" if name == "mean" else """
+    ddof : int or float, optional
+        Delta degrees of freedom, as for :func:`gpukernels.{name}`."""
+    how = ("the sum of every block (:func:`gpukernels.sum`, in float64 for real results) "
+           "divided by the count" if name == "mean" else
+           "the moments of every block (count, mean and squared deviations, in float64), "
+           "merged along Dask's tree")
+    function.__doc__ = f"""The {name} of a Dask array of CuPy chunks over the given axes:
+    {how}.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        Any shape, with CuPy chunks.
+    axis : None, int or tuple of ints, optional
+        The axes to reduce (NumPy's rules); all of them by default.
+    dtype : dtype, optional
+        The result dtype, as for :func:`gpukernels.{name}`.
+    keepdims : bool, optional
+        Keep the reduced axes with length 1.{ddof_text.format(name=name)}
+    method : str, optional
+        A rung of ``gpukernels.methods("{name}")``, or ``"auto"``, for every task.
+    split_every : int or dict, optional
+        At most this many partial results are merged in one task (Dask's default otherwise).
+
+    Returns
+    -------
+    dask.array.Array
+        NumPy's result dtype and shape. The same chunking gives bitwise the same result.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a Dask array of CuPy chunks, or a dtype or ``axis`` NumPy refuses.
+    numpy.exceptions.AxisError
+        An axis is out of range.
+    ValueError
+        Duplicate axes, chunks of unknown size, or an unknown ``method``.
+
+    Examples
+    --------
+    >>> import cupy, dask.array as da, gpukernels.dask as gkd
+    >>> x = da.from_array(cupy.arange(12, dtype=cupy.float32).reshape(3, 4), chunks=2)
+    >>> bool(abs(gkd.{name}(x, axis=0).compute() - cupy.{name}(x.compute(), axis=0)).max() < 1e-6)
+    True
+    """
+    return function
+
+
 def _scan_block(name: str, method: str, x: Any, axis: Any = None, dtype: Any = None) -> Any:
     return _kernel(name)(x, axis=axis, dtype=dtype, method=method)
 
@@ -563,7 +719,7 @@ def _scan(op: Operation) -> Callable[..., Any]:
 
 _BUILDERS: dict[str, Callable[[Operation], Callable[..., Any]]] = {
     "swap_last_axes": _swap_last_axes, "permutation": _permutation, "matmul": _matmul,
-    "reduction": _reduction, "scan": _scan}
+    "reduction": _reduction, "scan": _scan, "moments": _moments}
 
 
 def _export(op: Operation) -> Callable[..., Any]:

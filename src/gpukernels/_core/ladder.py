@@ -218,7 +218,8 @@ class Operation:
         transposed), ``"permutation"`` (likewise, its axes permuted by ``axes``), ``"matmul"`` (a product per block pair, summed over the contracted
         blocks), ``"reduction"`` (a tree of reductions over the reduced axes' blocks), ``"scan"``
         (each block scanned, then the totals of the blocks before it combined in: ``extra``
-        gives the ``"combine"`` function and its ``"identity"``).
+        gives the ``"combine"`` function and its ``"identity"``), ``"moments"`` (mean from
+        sums; var and std from the moments of each block, merged along a tree).
     """
 
     name: str
@@ -251,7 +252,7 @@ OPERATIONS: dict[str, Operation] = {}
 
 #: The values of :attr:`Operation.kind`: the ways :mod:`gpukernels.dask` distributes an
 #: operation over the blocks of a Dask array.
-KINDS = ("swap_last_axes", "permutation", "matmul", "reduction", "scan")
+KINDS = ("swap_last_axes", "permutation", "matmul", "reduction", "scan", "moments")
 
 
 def register(op: Operation) -> Operation:

@@ -10,6 +10,7 @@ Each input layout is planned once into a :class:`~.program.Program` (kept in
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from typing import Any, cast
 
 from ..._core import device as _device
@@ -28,7 +29,7 @@ from .dtypes import (
 from .program import Program
 from .rungs import LADDER
 
-__all__ = ["sum", "prod", "min", "max", "LADDER"]
+__all__ = ["sum", "prod", "min", "max", "moments", "LADDER"]
 
 
 def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str) -> tuple:
@@ -40,7 +41,7 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
     _device.check_alignment(x, "x")
     result_dtype = reduction_result_dtype(operation, x.dtype, dtype)
     axes = normalize_axis(axis, x.ndim)
-    rung = cast(rungs.ReduceRung, LADDER.resolve(method, operation) or rungs.AUTO)
+    rung = cast(rungs.ReduceRung, LADDER.resolve(method, operation) or rungs.auto(op, x.size))
     kept = [length for ax, length in enumerate(x.shape) if ax not in axes]
     reduced = [length for ax, length in enumerate(x.shape) if ax in axes]
     full = builtins.all(length == 1 for length in kept)  # one output element: a full reduction
@@ -107,14 +108,14 @@ def _axis_key(axis: Any) -> Any:
     raise TypeError("not a cacheable axis")
 
 
-def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
-            out: Any) -> Any:
-    """The body shared by :func:`sum`, :func:`prod`, :func:`min` and :func:`max`."""
-    # 1. Validate, and plan once per layout: a planned layout has passed every check (all the
-    # plan depends on is in its key).
+def _planned(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
+             before_planning: Callable[[], None]) -> tuple[Any, tuple]:
+    """``(x, plan)``: the plan of a reduction of the device array ``x`` (see :func:`_plan`),
+    made and validated once per layout (a planned layout has passed every check: all the plan
+    depends on is in its key). ``before_planning`` runs first when a plan is made (a bad
+    ``out=`` is refused before any kernel is fetched). ``x`` comes back as a contiguous copy
+    when its strides are not whole elements."""
     cupy = _device.cupy
-    if cupy is None or type(x) is not cupy.ndarray:
-        x = _device.as_device_array(x, "x")
     data = x.data
     try:
         key = (operation, x.shape, x.strides, x.dtype,
@@ -125,9 +126,7 @@ def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, metho
         # (and validate) every time
         key, planned = None, None
     if planned is None:
-        if out is not None:  # a bad out= is refused before any kernel is fetched
-            result_dtype, out_shape = _result(operation, x, axis, dtype, keepdims)
-            prepare_out(out, out_shape, result_dtype, data.device_id, (x,), casting="unsafe")
+        before_planning()
         if x.strides and builtins.any(st % x.itemsize for st in x.strides):
             x = cupy.ascontiguousarray(x)  # strides the kernels cannot express
             key = None
@@ -135,6 +134,23 @@ def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, metho
             planned = _plan(operation, x, axis, dtype, keepdims, method)
         if key is not None:
             PLANS.put(key, planned)
+    return x, planned
+
+
+def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
+            out: Any) -> Any:
+    """The body shared by :func:`sum`, :func:`prod`, :func:`min` and :func:`max`."""
+    # 1. Validate, and plan once per layout.
+    cupy = _device.cupy
+    if cupy is None or type(x) is not cupy.ndarray:
+        x = _device.as_device_array(x, "x")
+
+    def check_out() -> None:
+        if out is not None:
+            result_dtype, out_shape = _result(operation, x, axis, dtype, keepdims)
+            prepare_out(out, out_shape, result_dtype, x.data.device_id, (x,), casting="unsafe")
+
+    x, planned = _planned(operation, x, axis, dtype, keepdims, method, check_out)
     device = x.data.device_id
     direct = planned[4]
     if direct is not None and out is None and device == cupy.cuda.runtime.getDevice():
@@ -165,6 +181,26 @@ def _run(operation: str, planned: tuple, x: Any, out: Any) -> Any:
     if result.shape != out_shape:
         result = result.reshape(out_shape)
     return finish_out(result, out, direct=False)
+
+
+def moments(x: Any, axis: tuple[int, ...], keepdims: bool, method: str,
+            before_planning: Callable[[], None]) -> Any:
+    """The moments (count, mean, m2) of the device array ``x`` over the normalized ``axis``,
+    as float64 of shape ``(*result shape, 3)``; None when no kernel is needed (an empty input,
+    or length-1 axes only: each result is then one element's, with m2 = 0). For var and std;
+    ``before_planning`` as in :func:`_planned`."""
+    x, planned = _planned("var", x, axis, None, keepdims, method, before_planning)
+    _, out_shape, program, result_index, _ = planned
+    if program is None:
+        return None
+    cupy = _device.cupy
+    device = x.data.device_id
+    if device != cupy.cuda.runtime.getDevice():
+        with cupy.cuda.Device(device):
+            states = program.run(x, result_index)
+    else:
+        states = program.run(x, result_index)
+    return states.reshape(out_shape + (3,))
 
 
 def sum(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,

@@ -42,7 +42,7 @@ class AxisKernel:
     block: int
 
     def instance(self, op: str, read: numpy.dtype, acc: numpy.dtype, out: numpy.dtype) -> str:
-        c = dtypes.C_TYPES
+        c = dtypes.KERNEL_C_TYPES
         return f"reduce_{self.name}<{op}, {c[read]}, {c[acc]}, {c[out]}, {self.block}>"
 
 
@@ -64,7 +64,7 @@ def _groups() -> None:
                          for read, acc, written in triples
                          for source, out in ((read, written), (read, acc), (acc, acc),
                                              (acc, written))]
-            SOURCE.add(f"{kernel.name} {operation}", instances, eager=True)
+            SOURCE.add(f"{kernel.name} {operation}", instances, eager=op != "MomentsOp")
 
 
 _groups()

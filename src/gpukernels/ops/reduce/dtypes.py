@@ -15,11 +15,13 @@ import numpy
 
 from ..._core.axes import axis_index
 
-__all__ = ["OPERATORS", "C_TYPES", "reduction_result_dtype", "normalize_axis",
-           "accumulator", "writes", "to_result", "reachable"]
+__all__ = ["OPERATORS", "C_TYPES", "KERNEL_C_TYPES", "MOMENTS", "reduction_result_dtype",
+           "normalize_axis", "accumulator", "writes", "to_result", "reachable", "real_part",
+           "mean_result_dtype"]
 
-#: The kernels' operator type of each reduction.
-OPERATORS = {"sum": "SumOp", "prod": "ProdOp", "min": "MinOp", "max": "MaxOp"}
+#: The kernels' operator type of each reduction. ``var`` stands for the moments that var, std
+#: (and, in gpukernels.dask, mean) are finished from: its kernels write :data:`MOMENTS`.
+OPERATORS = {"sum": "SumOp", "prod": "ProdOp", "min": "MinOp", "max": "MaxOp", "var": "MomentsOp"}
 
 C_TYPES = {
     numpy.dtype(numpy.bool_): "bool",
@@ -37,6 +39,11 @@ C_TYPES = {
     numpy.dtype(numpy.complex64): "gk_complex<float>",
     numpy.dtype(numpy.complex128): "gk_complex<double>",
 }
+#: The moments accumulator of var and std (``gk_moments`` in reduce/common.cuh): count, mean
+#: and sum of squared deviations, in float64. CuPy allocates it as 3 float64 per element.
+MOMENTS = numpy.dtype([("count", numpy.float64), ("mean", numpy.float64), ("m2", numpy.float64)])
+#: The C type of every dtype a reduction kernel reads, accumulates or writes.
+KERNEL_C_TYPES = {**C_TYPES, MOMENTS: "gk_moments"}
 I64, U64, F16, F32, F64 = (numpy.dtype(t) for t in (numpy.int64, numpy.uint64, numpy.float16,
                                                     numpy.float32, numpy.float64))
 
@@ -83,7 +90,11 @@ def _result_dtype(operation: str, dtype: numpy.dtype, requested: Any = None) -> 
         return dtype
     if requested is not None and numpy.dtype(requested).kind not in "biufc":
         raise TypeError(f"{operation} cannot produce dtype {numpy.dtype(requested)}")
-    result = getattr(numpy, operation)(numpy.ones(1, dtype=dtype), dtype=requested).dtype
+    with warnings.catch_warnings():  # complex to a real dtype: the answer, not NumPy's warning
+        warnings.simplefilter("ignore", numpy.exceptions.ComplexWarning)
+        result = getattr(numpy, operation)(numpy.ones(1, dtype=dtype), dtype=requested).dtype
+    if operation == "var" and result.kind != "f":
+        raise TypeError(f"{operation} gives a float dtype, not {result}")
     if result not in C_TYPES:
         raise TypeError(f"{operation} cannot produce dtype {result}")
     return result
@@ -122,6 +133,8 @@ def accumulator(op: str, in_dtype: numpy.dtype, result_dtype: numpy.dtype,
     cost to a memory-bound kernel.
     """
     kind = result_dtype.kind
+    if op == "MomentsOp":  # every input read as it is, into float64 moments
+        return in_dtype, MOMENTS
     if op in ("MinOp", "MaxOp"):
         return in_dtype, (F32 if in_dtype == F16 else in_dtype)
     if kind == "b":
@@ -176,6 +189,8 @@ def reachable(operation: str, float32_sums_in_float64: bool, full: bool) -> tupl
     requests = [None] if operation in ("min", "max") else [None, *C_TYPES]
     triples = []
     for in_dtype in C_TYPES:
+        if op == "MomentsOp" and in_dtype.kind == "c":
+            continue  # complex data is read as its real and imaginary parts (real_part)
         for requested in requests:
             try:
                 with warnings.catch_warnings():  # complex summed to a real dtype: NumPy warns
@@ -186,3 +201,34 @@ def reachable(operation: str, float32_sums_in_float64: bool, full: bool) -> tupl
             read, acc = accumulator(op, in_dtype, result, float32_sums_in_float64)
             triples.append((read, acc, writes(op, read, acc, result, full)))
     return tuple(dict.fromkeys(triples))
+
+
+def real_part(dtype: numpy.dtype) -> numpy.dtype:
+    """The dtype of a complex dtype's real and imaginary parts (float32 for complex64)."""
+    return numpy.dtype(dtype.char.lower())
+
+
+@functools.cache
+def _mean_dtype(dtype: numpy.dtype, requested: Any) -> numpy.dtype:
+    if dtype.kind not in "biufc" or dtype not in C_TYPES:
+        raise TypeError(f"mean supports bool, integer, float and complex dtypes up to 64 bits "
+                        f"(128 for complex), not {dtype}")
+    if requested is not None and numpy.dtype(requested).kind not in "biufc":
+        raise TypeError(f"mean cannot produce dtype {numpy.dtype(requested)}")
+    with warnings.catch_warnings():  # complex to a real dtype: the answer, not NumPy's warning
+        warnings.simplefilter("ignore", numpy.exceptions.ComplexWarning)
+        result = numpy.mean(numpy.ones(1, dtype=dtype), dtype=requested).dtype
+    if result not in C_TYPES:
+        raise TypeError(f"mean cannot produce dtype {result}")
+    return result
+
+
+def mean_result_dtype(dtype: numpy.dtype, requested: Any = None) -> numpy.dtype:
+    """NumPy's result dtype of ``numpy.mean(x, dtype=requested)`` for ``x`` of ``dtype``
+    (float64 for bool and integers; floats and complex keep theirs)."""
+    try:
+        return _mean_dtype(dtype, requested)
+    except TypeError as error:
+        if "unhashable" not in str(error):
+            raise
+        return _mean_dtype.__wrapped__(dtype, requested)

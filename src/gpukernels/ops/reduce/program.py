@@ -17,7 +17,7 @@ import numpy
 from ..._core import device as _device
 from ..._core.launch import Array, StreamArray
 
-__all__ = ["Program", "COUNTER", "PARTIALS", "TICKETS", "scratch"]
+__all__ = ["Program", "COUNTER", "PARTIALS", "TICKETS", "scratch", "empty"]
 
 
 class _Scratch:
@@ -33,7 +33,7 @@ class _Scratch:
 
 #: one_pass's block counter and partials, and reduce_cols_folded's tickets.
 COUNTER, PARTIALS, TICKETS = _Scratch("COUNTER", 0), _Scratch("PARTIALS", 1), _Scratch("TICKETS", 2)
-_SCRATCH_ITEM = 16  # bytes per partial: room for the widest accumulator (complex128)
+_SCRATCH_ITEM = 24  # bytes per partial: room for the widest accumulator (var's moments)
 
 # one_pass needs a block counter that is 0 at launch and a buffer for the per-block partials,
 # neither shared by launches that may run concurrently: one pair per (device, stream), reused by
@@ -57,6 +57,16 @@ def scratch(partials: int, tickets: int) -> tuple:
                                          cupy.empty(partials * _SCRATCH_ITEM, dtype=numpy.uint8),
                                          cupy.zeros(tickets, dtype=numpy.uint32))
     return found
+
+
+def empty(shape: tuple, dtype: numpy.dtype) -> Any:
+    """A new device array for a buffer of ``shape`` and ``dtype``; a structured dtype (var's
+    moments, which CuPy cannot allocate) as that many float64 fields per element, in a
+    trailing axis."""
+    cupy = _device.cupy
+    if dtype.fields is not None:
+        return cupy.empty(shape + (dtype.itemsize // 8,), dtype=numpy.float64)
+    return cupy.empty(shape, dtype=dtype)
 
 
 class Program:
@@ -126,25 +136,29 @@ class Program:
                 and not launches[0][2]:
             self.simple = (launches[0][1], *self.buffers[1])
 
+    def _itemsize(self, buffer: int, array: Any) -> int:
+        """Bytes per element of ``buffer`` (``array``; a moments buffer is 3 float64 each)."""
+        spec = self.buffers[buffer]
+        return array.itemsize if spec is None else spec[1].itemsize
+
     def run(self, x: Any, result_index: int) -> Any:
         simple = self.simple
         if simple is not None:  # one launch into one new buffer: most reductions
             call, shape, dtype = simple
-            result = _device.cupy.empty(shape, dtype)
+            result = empty(shape, dtype)
             call(x, result)
             return result
         cupy = _device.cupy
-        buffers = [x] + [None if spec is None else cupy.empty(spec[0], dtype=spec[1])
-                         for spec in self.buffers[1:]]
+        buffers = [x] + [None if spec is None else empty(*spec) for spec in self.buffers[1:]]
         for step in self.steps:
             if step[0] == "copy":
                 _, source, target, dtype = step
                 buffers[target] = buffers[source].astype(dtype, order="C", copy=False)
                 continue
             _, call, views = step
-            if views:
+            if views:  # offsets count elements of the buffer's dtype (moments included)
                 call(*buffers, *(cupy.ndarray((1,), buffers[b].dtype,
-                                              memptr=buffers[b].data + offset * buffers[b].itemsize)
+                                              memptr=buffers[b].data + offset * self._itemsize(b, buffers[b]))
                                  for b, offset in views))
             else:
                 call(*buffers)

@@ -20,7 +20,7 @@ from ..._core.launch import Launch, ceil_div
 from . import dtypes
 from .program import COUNTER, PARTIALS, Program
 
-__all__ = ["Problem", "LADDER", "ReduceRung", "AUTO", "blocks_per_wave", "BLOCK",
+__all__ = ["Problem", "LADDER", "ReduceRung", "AUTO", "auto", "blocks_per_wave", "BLOCK",
            "ONE_PASS_BLOCK", "one_pass_max_blocks"]
 
 SOURCE = KernelSource("reduce/reduce.cu")
@@ -66,7 +66,7 @@ class Problem:
 
 def _instance(kernel: str, op: str, read: numpy.dtype, acc: numpy.dtype, out: numpy.dtype,
               block: int) -> str:
-    c = dtypes.C_TYPES
+    c = dtypes.KERNEL_C_TYPES
     return f"{kernel}<{op}, {c[read]}, {c[acc]}, {c[out]}, {block}>"
 
 
@@ -149,7 +149,9 @@ def _groups(kernel: str, block: int, passes: Callable, eager: bool, wide: bool =
         instances = [_instance(kernel, op, source, acc, out, block)
                      for read, acc, written in dtypes.reachable(operation, wide, True)
                      for source, out in passes(read, acc, written)]
-        groups.append(SOURCE.add(f"{kernel} {operation}", instances, eager=eager))
+        # var's moments (var and std) compile on first use
+        groups.append(SOURCE.add(f"{kernel} {operation}", instances,
+                                 eager=eager and op != "MomentsOp"))
     return tuple(groups)
 
 
@@ -179,3 +181,15 @@ LADDER = Ladder("reduce", (
 ))
 #: ``method="auto"`` for full reductions.
 AUTO = LADDER["one_pass"]
+# var's moments from 2^25 elements on: shuffle's grid-stride wave of 256-thread blocks kept the
+# float64 merges fed where one_pass's segments did not (2^28 float32 on an H100, per call:
+# shuffle 0.85 of CUB's sum, one_pass 0.67, with 1024- or 256-thread blocks alike); below,
+# one_pass's single launch costs less per call (2^24: one_pass 0.67, shuffle 0.54).
+MOMENTS_SHUFFLE_FROM = 2**25
+
+
+def auto(op: str, n: int) -> ReduceRung:
+    """The rung ``method="auto"`` runs for a full reduction of ``n`` elements with ``op``."""
+    if op == "MomentsOp" and n >= MOMENTS_SHUFFLE_FROM:
+        return LADDER["shuffle"]  # type: ignore[return-value]
+    return AUTO  # type: ignore[return-value]

@@ -1,0 +1,35 @@
+// moments.cu - the last step of var and std.
+//
+// The reduction kernels (reduce/reduce.cu, reduce/axis.cu with MomentsOp) leave, per result,
+// `parts` moments {count, mean, m2} in float64: one part for real data, two (the real and the
+// imaginary part) for complex data, whose variances add. This kernel divides the summed m2 by
+// n - ddof (the same for every result), takes the square root for std (ROOT), and rounds once
+// to the result dtype:
+//
+//   moments_finish<Out, ROOT>(states, out, results, parts, divisor)
+//
+// One thread per result; the launch is a small share of a reduction's time (results are at
+// most as many as the elements read).
+#include "../common.cuh"
+
+template <typename Out>
+__device__ __forceinline__ Out gk_from_double(double x) { return static_cast<Out>(x); }
+template <>
+__device__ __forceinline__ gk_half gk_from_double<gk_half>(double x) {
+    gk_half h;
+    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(x));  // one rounding, as NumPy's cast
+    return h;
+}
+
+template <typename Out, bool ROOT>
+__global__ void __launch_bounds__(256)
+moments_finish(const double* __restrict__ states, Out* __restrict__ out, i64 results, int parts,
+               double divisor) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= results) return;
+    double m2 = 0.0;
+    for (int p = 0; p < parts; ++p) m2 += states[(i * parts + p) * 3 + 2];
+    double value = m2 / divisor;
+    if (ROOT) value = sqrt(value);
+    out[i] = gk_from_double<Out>(value);
+}

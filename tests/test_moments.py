@@ -1,0 +1,295 @@
+"""mean, var and std: every rung and the axis kernels against NumPy, on fresh random data.
+
+Results go into poisoned ``out=`` arrays (every byte 0xFF) where a test writes there; inputs
+cover every dtype, lengths around the block sizes, every axis case, strided views, ``ddof``,
+data whose mean is large against its spread, NaN, empty inputs, and the same input twice
+(bitwise the same result).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy
+import pytest
+
+import gpukernels as gk
+from gpukernels.ops.moments import check
+from gpukernels.ops.reduce.dtypes import mean_result_dtype, reduction_result_dtype
+from gpukernels.validation import poisoned
+
+RUNGS = gk.methods("reduce")
+OPERATIONS = ("mean", "var", "std")
+DTYPES = [numpy.dtype(c) for c in "?bhilqBHILQefdFD"]
+
+
+def _result_dtype(operation, dtype, requested=None):
+    if operation == "mean":
+        return mean_result_dtype(dtype, requested)
+    return reduction_result_dtype("var", dtype, requested)
+
+
+# ---- CPU: dtypes and references ----------------------------------------------------------------
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_result_dtypes_are_numpys(operation):
+    for dtype in DTYPES:
+        for requested in (None, "float16", "float32", "float64"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = getattr(numpy, operation)(numpy.ones(2, dtype), dtype=requested).dtype
+            assert _result_dtype(operation, dtype, requested) == want, (dtype, requested)
+
+
+def test_unsupported_dtypes_are_refused():
+    for operation in OPERATIONS:
+        with pytest.raises(TypeError):
+            _result_dtype(operation, numpy.dtype("datetime64[s]"))
+        with pytest.raises(TypeError):
+            _result_dtype(operation, numpy.dtype("float32"), "U3")
+    with pytest.raises(TypeError, match="float dtype"):
+        reduction_result_dtype("var", numpy.dtype("float32"), "int32")
+
+
+@pytest.mark.parametrize("operation", ("var", "std"))
+def test_reference_bounds_hold_for_numpys_float32_and_catch_a_sum_of_squares(operation):
+    rng = numpy.random.default_rng(3)
+    x = (1000 + rng.uniform(-1, 1, 10**5)).astype(numpy.float32)
+    want, bound = check.make_spread_reference(operation)(x)
+    numpys = getattr(numpy, operation)(x.astype(numpy.float64)).astype(numpy.float32)
+    assert abs(numpys - want) <= bound
+    # the textbook one-pass formula E[x^2] - E[x]^2 in float32 is far off here
+    wide = x.astype(numpy.float32)
+    naive = numpy.mean(wide * wide) - numpy.mean(wide) ** 2
+    naive = numpy.sqrt(abs(naive)) if operation == "std" else naive
+    assert abs(naive - want) > bound
+
+
+def test_mean_reference_bound_holds_for_numpys_float32_mean():
+    rng = numpy.random.default_rng(4)
+    x = rng.uniform(-1, 1, (3000, 70)).astype(numpy.float32)
+    for axis in (None, 0, 1):
+        want, bound = check.mean_reference(x, axis=axis)
+        assert numpy.all(abs(numpy.mean(x, axis=axis, dtype=numpy.float64).astype(numpy.float32)
+                             - want) <= bound)
+
+
+def test_peers_are_held_to_numpys_own_float32_bound():
+    rng = numpy.random.default_rng(5)
+    x = rng.uniform(-1, 1, (2000, 60)).astype(numpy.float32)
+    for operation in OPERATIONS:
+        for axis in (None, 0, 1):
+            want, bound = _reference(operation, x, axis=axis, accumulated_in=numpy.float32)
+            numpys = getattr(numpy, operation)(x, axis=axis)  # float32 throughout
+            assert numpy.all(abs(numpys - want) <= bound), (operation, axis)
+            _, kernels_bound = _reference(operation, x, axis=axis)
+            assert numpy.all(kernels_bound <= bound)
+
+
+def test_the_finish_launches_only_compiled_instances():
+    from gpukernels.ops import moments
+
+    for dtype in ("float16", "float32", "float64"):
+        for root in (False, True):
+            launch = moments.finish_launch(10**6 + 1, numpy.dtype(dtype), root)
+            assert launch.instance in moments.SOURCE.instances
+            assert launch.grid[0] * launch.block[0] >= 10**6 + 1
+
+
+# ---- GPU: every rung against NumPy -------------------------------------------------------------
+
+cupy = pytest.importorskip("cupy")
+
+
+def _reference(operation, x, **kwargs):
+    if operation == "mean":
+        return check.mean_reference(x, **kwargs)
+    return check.make_spread_reference(operation)(x, **kwargs)
+
+
+def _compare(got, x, operation, **kwargs):
+    want, bound = _reference(operation, x, **kwargs)
+    got = cupy.asnumpy(got)
+    assert got.shape == numpy.shape(want)
+    assert got.dtype == _result_dtype(operation, x.dtype, kwargs.get("dtype"))
+    error = numpy.abs(got.astype(numpy.asarray(want).dtype) - want)
+    bad = ~(error <= bound) & ~(numpy.isnan(got) & numpy.isnan(want))
+    assert not numpy.any(bad), (f"{numpy.sum(bad)} of {numpy.size(bad)} wrong: got "
+                                f"{got[bad] if got.ndim else got}, want "
+                                f"{want[bad] if numpy.ndim(want) else want}")
+
+
+LENGTHS = (1, 2, 33, 1025, 10**5 + 7, 10**6 + 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("method", RUNGS + ("auto",))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_full_reductions_of_every_dtype(operation, method, dtype, rng):
+    for n in LENGTHS:
+        x = check.inputs((n,), dtype, rng)[0][0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # var of one element with ddof=1
+            _compare(getattr(gk, operation)(cupy.asarray(x), method=method), x, operation)
+
+
+AXIS_CASES = [((7, 5), 1), ((7, 5), 0), ((1000, 3), 1), ((3, 9000), 1), ((4100, 33), 0),
+              ((10**5, 2), 0), ((5, 6, 7), (0, 2)), ((5, 6, 7), -1), ((2, 3, 4, 5), (1, 3)),
+              ((300, 1, 40), 1), ((1, 2**16), 1), ((64, 2**14), 1), ((9,), 0), ((), None)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float16", "uint8", "float64",
+                                   "complex64"])
+@pytest.mark.parametrize(("shape", "axis"), AXIS_CASES)
+def test_reductions_along_axes(operation, dtype, shape, axis, rng):
+    x = check.inputs(shape, dtype, rng)[0][0]
+    for keepdims in (False, True):
+        got = getattr(gk, operation)(cupy.asarray(x), axis=axis, keepdims=keepdims)
+        _compare(got, x, operation, axis=axis, keepdims=keepdims)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", ("var", "std"))
+@pytest.mark.parametrize("ddof", (0, 1, 2.5))
+def test_ddof(operation, ddof, rng):
+    x = rng.uniform(-1, 1, (300, 41)).astype(numpy.float32)
+    for axis in (None, 0, 1):
+        got = getattr(gk, operation)(cupy.asarray(x), axis=axis, ddof=ddof)
+        _compare(got, x, operation, axis=axis, ddof=ddof)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", ("var", "std"))
+@pytest.mark.parametrize("method", RUNGS)
+def test_a_large_mean_against_the_spread_stays_accurate(operation, method, rng):
+    # var of 1e8 + u, u uniform in (-1, 1), is 1/3: a sum of squares in float64 would lose it
+    # all (1e16 against 1e8 * 2**-52 per term); merged moments keep it to about 1e-8
+    x = 1e8 + rng.uniform(-1, 1, 10**6)
+    got = float(getattr(gk, operation)(cupy.asarray(x), method=method))
+    want = float(getattr(numpy, operation)(x))
+    assert abs(got - want) <= 1e-7 * want
+    for axis in (0, 1):
+        y = x.reshape(1000, 1000)
+        _compare(getattr(gk, operation)(cupy.asarray(y), axis=axis), y, operation, axis=axis)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_nan_propagates(operation):
+    x = numpy.ones((1000, 300), dtype=numpy.float32)
+    x[700, 5] = numpy.nan
+    x[3, 7] = numpy.inf
+    device = cupy.asarray(x)
+    assert numpy.isnan(float(getattr(gk, operation)(device)))
+    got = cupy.asnumpy(getattr(gk, operation)(device, axis=0))
+    want = getattr(numpy, operation)(x.astype(numpy.float64), axis=0)
+    numpy.testing.assert_array_equal(numpy.isnan(got), numpy.isnan(want))
+    numpy.testing.assert_array_equal(numpy.isinf(got), numpy.isinf(want))
+
+
+@pytest.mark.gpu
+def test_empty_inputs_and_too_few_degrees_of_freedom_warn_like_numpy():
+    for operation in OPERATIONS:
+        for shape, axis in (((0,), None), ((0, 3), 0), ((3, 0), 1)):
+            x = numpy.zeros(shape, numpy.float32)
+            with pytest.warns(RuntimeWarning):
+                got = cupy.asnumpy(getattr(gk, operation)(cupy.asarray(x), axis=axis))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = getattr(numpy, operation)(x, axis=axis)
+            numpy.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype
+        x = numpy.zeros((3, 0), numpy.float32)  # nothing to reduce per result, no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert getattr(gk, operation)(cupy.asarray(x), axis=0).shape == (0,)
+    for operation in ("var", "std"):
+        x = numpy.asarray([1.0, 2.0], numpy.float32)
+        with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
+            got = float(getattr(gk, operation)(cupy.asarray(x), ddof=2))
+        assert numpy.isinf(got)
+        with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
+            assert numpy.isnan(float(getattr(gk, operation)(cupy.asarray(x[:1]), ddof=1)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_single_elements_and_length_one_axes(operation):
+    x = numpy.asarray([[3.0], [numpy.inf], [-2.0]], numpy.float32)
+    got = cupy.asnumpy(getattr(gk, operation)(cupy.asarray(x), axis=1))
+    want = getattr(numpy, operation)(x, axis=1)
+    numpy.testing.assert_array_equal(got, want)
+    z = numpy.asarray([[1 + 2j]], numpy.complex64)
+    _compare(getattr(gk, operation)(cupy.asarray(z), axis=0), z, operation, axis=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_strided_and_reversed_views(operation, rng):
+    base = rng.uniform(-1, 1, (64, 301)).astype(numpy.float32)
+    device = cupy.asarray(base)
+    for view, host in ((device[:, ::3], base[:, ::3]), (device[::-1], base[::-1]),
+                       (device.T, base.T), (device.reshape(-1)[1:], base.reshape(-1)[1:])):
+        for axis in (None, 0, -1):
+            _compare(getattr(gk, operation)(view, axis=axis), host, operation, axis=axis)
+
+
+@pytest.mark.gpu
+def test_mean_dtype_requests(rng):
+    x = rng.integers(-1000, 1000, 5000).astype(numpy.int32)
+    for requested in (None, "float16", "float32", "float64", "complex64"):
+        _compare(gk.mean(cupy.asarray(x), dtype=requested), x, "mean", dtype=requested)
+    y = rng.uniform(-1, 1, 5000)
+    _compare(gk.var(cupy.asarray(y), dtype=numpy.float32), y, "var", dtype=numpy.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_out_is_written_and_cast(operation, rng):
+    x = rng.uniform(-1, 1, (300, 70)).astype(numpy.float32)
+    out = poisoned((70,), numpy.float32)
+    assert getattr(gk, operation)(cupy.asarray(x), axis=0, out=out) is out
+    _compare(out, x, operation, axis=0)
+    wide = poisoned((300,), numpy.float64)
+    assert getattr(gk, operation)(cupy.asarray(x), axis=1, out=wide) is wide
+    want, _ = _reference(operation, x, axis=1)
+    numpy.testing.assert_allclose(cupy.asnumpy(wide), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_bad_arguments_are_refused_and_the_library_works_on(operation):
+    from gpukernels._core.launch import record_launches
+
+    x = cupy.ones((40, 30), cupy.float32)
+    function = getattr(gk, operation)
+    bad = [(TypeError, {"axis": 1.0}), (TypeError, {"axis": True}),
+           (numpy.exceptions.AxisError, {"axis": 2}), (ValueError, {"axis": (0, 0)}),
+           (ValueError, {"method": "bogus"}), (TypeError, {"dtype": "U3"}),
+           (ValueError, {"axis": 0, "out": cupy.empty(29, cupy.float32)}),
+           (TypeError, {"out": numpy.empty(())})]
+    if operation != "mean":
+        bad += [(TypeError, {"ddof": "1"}), (TypeError, {"ddof": None})]
+    for error, kwargs in bad:
+        with record_launches() as launches, pytest.raises(error):
+            function(x, **kwargs)
+        assert not launches, kwargs
+    with pytest.raises(TypeError):
+        function(numpy.ones(3))
+    assert float(function(x)) == (1.0 if operation == "mean" else 0.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", ("var", "std"))
+def test_the_same_input_gives_the_same_bits(operation, rng):
+    x = cupy.asarray(rng.standard_normal((2**20 + 3,)).astype(numpy.float32))
+    for method in RUNGS:
+        first = getattr(gk, operation)(x, method=method)
+        assert bool(getattr(gk, operation)(x, method=method) == first)
+    m = x[: 2**20].reshape(1024, 1024)
+    for axis in (0, 1):
+        first = getattr(gk, operation)(m, axis=axis)
+        assert bool((getattr(gk, operation)(m, axis=axis) == first).all())
