@@ -50,7 +50,7 @@ def test_methods(op, ladder):
     assert "auto" not in gk.methods(op)
 
 
-@pytest.mark.parametrize("op", ["argmax", "", "Transpose", None])
+@pytest.mark.parametrize("op", ["argsort", "", "Transpose", None])
 def test_methods_unknown_operation(op):
     with pytest.raises(ValueError, match="unknown operation"):
         gk.methods(op)

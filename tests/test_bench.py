@@ -149,7 +149,7 @@ def test_parse_main_arguments_keep_working():
 def test_choices_come_from_the_registry(capsys):
     assert benchmark.targets() == ("all", "transpose", "permute", "matmul", "reduce", "scan",
                                    "permute_dims", "sum", "prod", "min", "max", "mean", "var",
-                                   "std", "cumsum", "cumprod")
+                                   "std", "argmin", "argmax", "cumsum", "cumprod")
     text = help_text(capsys, "describe")
     assert all(name in text for name in OPERATIONS)
     text = help_text(capsys, "bench")
@@ -530,7 +530,8 @@ def test_bench_reduce_small():
     assert {r.operation for r in result} == set(REDUCTIONS)
     for operation in REDUCTIONS:
         full = [r for r in result.filter(operation=operation) if r.sweep != "axis"]
-        ceiling = "cupy.sum (CUB)" if operation in ("mean", "var", "std") else f"cupy.{operation}"
+        ceiling = "cupy.sum (CUB)" if operation in ("mean", "var", "std", "argmin", "argmax") \
+            else f"cupy.{operation}"
         assert_case_complete(full, REDUCE_RUNGS, ceiling)
     axis_rows = [r for r in result if r.sweep == "axis" and r.role == "rung"]
     assert axis_rows and all(r.status == "ok" and r.method == "axis kernels" for r in axis_rows)

@@ -202,6 +202,19 @@ def test_moment_graphs_match_numpy(numpy_chunks, rng, name, axis, keepdims):
     numpy.testing.assert_allclose(got.compute(), want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["argmin", "argmax"])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_arg_graphs_give_the_first_index_like_numpy(numpy_chunks, rng, name, axis, keepdims):
+    x = rng.integers(0, 3, (9, 14, 11)).astype(numpy.float32)  # ties across blocks
+    x[5, 2, 7] = numpy.nan if axis is None else x[5, 2, 7]
+    dx = da.from_array(x, chunks=(4, 5, 6))
+    got = getattr(gkd, name)(dx, axis=axis, keepdims=keepdims, split_every=2)
+    want = getattr(numpy, name)(x, axis=axis, keepdims=keepdims)
+    assert got.shape == want.shape and got.dtype == numpy.int64
+    numpy.testing.assert_array_equal(got.compute(), want)
+
+
 def test_reductions_keep_numpy_dtypes_and_float16_partials_in_float32(numpy_chunks, rng):
     x = rng.integers(0, 100, (50,), dtype=numpy.int8)
     dx = da.from_array(x, chunks=7)
@@ -315,6 +328,12 @@ def _all_operations(rng):
         d = da.from_array(cupy.asarray(data), chunks=(300, 256))
         for axis in (None, 0, 1):
             _check(name, getattr(gkd, name)(d, axis=axis), data, axis=axis)
+    tied = numpy.round(x * 4)
+    for name in ("argmin", "argmax"):
+        d = da.from_array(cupy.asarray(tied), chunks=(300, 256))
+        for axis in (None, 0, 1):
+            assert numpy.array_equal(getattr(gkd, name)(d, axis=axis).compute().get(),
+                                     getattr(numpy, name)(tied, axis=axis))
     for name in ("mean", "var", "std"):
         d = da.from_array(cupy.asarray(x + 100), chunks=(300, 256))
         for axis in (None, 0, 1):

@@ -177,6 +177,14 @@ def bad_calls():
         if op != "mean":
             calls += [(f"{op}-ddof-str", lambda f=moment: f(f32(3, 4), ddof="1"), TypeError),
                       (f"{op}-ddof-array", lambda f=moment: f(f32(3, 4), ddof=f32(1)), TypeError)]
+    for op in ("argmin", "argmax"):
+        search = getattr(gk, op)
+        calls += numpy_argument_bad_calls(op, search, f32) + [
+            (f"{op}-axis-tuple", lambda f=search: f(f32(3, 4), axis=(0,)), TypeError),
+            (f"{op}-empty", lambda f=search: f(f32(0, 4), axis=0), ValueError),
+            (f"{op}-complex", lambda f=search: f(cupy.ones(3, cupy.complex64)), TypeError),
+            (f"{op}-out-shape", lambda f=search: f(f32(3, 4), axis=0, out=f32(3)), ValueError),
+        ]
     for op in ("cumsum", "cumprod"):
         scan = getattr(gk, op)
         calls += numpy_argument_bad_calls(op, scan, f32) + [

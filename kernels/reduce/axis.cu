@@ -54,7 +54,7 @@ reduce_rows(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 R, i64 
     const i64 start = (i64)blockIdx.y * split;
     const i64 n = gk_smaller(split, R - start);
     const In* row = in + (i64)blockIdx.z * batch_stride + k * k_stride + start * r_stride;
-    Acc acc = gk_slice_reduce<Op, In, Acc>(row, n, r_stride, lane, 32);
+    Acc acc = gk_slice_reduce<Op, In, Acc>(row, n, r_stride, lane, 32, start);
     acc = gk_warp_reduce<Op>(acc);
     if (lane == 0) {
         out[(i64)blockIdx.y * out_split_stride + (i64)blockIdx.z * K + k] = to_acc<Out>(acc);
@@ -75,7 +75,7 @@ reduce_short_rows(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 R
     const In* element = in + (i64)blockIdx.z * batch_stride + k * k_stride + start * r_stride;
     Acc acc = Op::template identity<Acc>();
     for (i64 r = 0; r < n; ++r, element += r_stride) {
-        acc = Op::combine(acc, to_acc<Acc>(*element));
+        acc = Op::combine(acc, gk_element<Op, Acc>(*element, start + r));
     }
     out[(i64)blockIdx.y * out_split_stride + (i64)blockIdx.z * K + k] = to_acc<Out>(acc);
 }
@@ -89,13 +89,13 @@ reduce_short_rows(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 R
 constexpr int ROWS_PER_STEP = 8;
 
 // The block's part of a column reduction: thread (x, y) folds rows y, y + P, ... (below `rows`)
-// of the column that starts at `column` (rows r_stride apart), ROWS_PER_STEP loads at a time;
-// on return (after a barrier) scratch[x] holds column x's value. Inactive threads (columns past
-// K) contribute the identity. L2_LOADS reads through L2 only (values other blocks wrote during
-// this launch).
+// of the column that starts at `column` (rows r_stride apart, the first one row `first_row` of
+// the reduced axis), ROWS_PER_STEP loads at a time; on return (after a barrier) scratch[x]
+// holds column x's value. Inactive threads (columns past K) contribute the identity. L2_LOADS
+// reads through L2 only (values other blocks wrote during this launch).
 template <typename Op, typename In, typename Acc, int BLOCK, bool L2_LOADS>
 __device__ __forceinline__ void gk_cols_block(const In* column, bool active, i64 rows,
-                                              i64 r_stride, Acc* scratch) {
+                                              i64 r_stride, i64 first_row, Acc* scratch) {
     const int columns = blockDim.x, lanes = blockDim.y;  // KT and P
     const int x = threadIdx.x, y = threadIdx.y;
     auto load = [](const In* p) -> In {
@@ -112,12 +112,16 @@ __device__ __forceinline__ void gk_cols_block(const In* column, bool active, i64
             In v[ROWS_PER_STEP];
 #pragma unroll
             for (int i = 0; i < ROWS_PER_STEP; ++i) v[i] = load(element + i * step);
-            Acc folded = to_acc<Acc>(v[0]);
+            Acc folded = gk_element<Op, Acc>(v[0], first_row + r);
 #pragma unroll
-            for (int i = 1; i < ROWS_PER_STEP; ++i) folded = Op::combine(folded, to_acc<Acc>(v[i]));
+            for (int i = 1; i < ROWS_PER_STEP; ++i) {
+                folded = Op::combine(folded, gk_element<Op, Acc>(v[i], first_row + r + i * lanes));
+            }
             acc = Op::combine(acc, folded);
         }
-        for (; r < rows; r += lanes, element += step) acc = Op::combine(acc, to_acc<Acc>(load(element)));
+        for (; r < rows; r += lanes, element += step) {
+            acc = Op::combine(acc, gk_element<Op, Acc>(load(element), first_row + r));
+        }
     }
     scratch[y * columns + x] = acc;
     __syncthreads();
@@ -139,7 +143,7 @@ reduce_cols(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 R, i64 
     const i64 start = (i64)blockIdx.y * split;
     gk_cols_block<Op, In, Acc, BLOCK, false>(
         in + (i64)blockIdx.z * batch_stride + k * k_stride + start * r_stride, k < K,
-        gk_smaller(split, R - start), r_stride, scratch);
+        gk_smaller(split, R - start), r_stride, start, scratch);
     if (threadIdx.y == 0 && k < K) {
         out[(i64)blockIdx.y * out_split_stride + (i64)blockIdx.z * K + k] =
             to_acc<Out>(scratch[threadIdx.x]);
@@ -169,7 +173,7 @@ reduce_cols_folded(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 
     const i64 start = (i64)blockIdx.y * split;
     gk_cols_block<Op, In, Acc, BLOCK, false>(
         in + (i64)blockIdx.z * batch_stride + k * k_stride + start * r_stride, k < K,
-        gk_smaller(split, R - start), r_stride, scratch);
+        gk_smaller(split, R - start), r_stride, start, scratch);
     const bool writer = threadIdx.y == 0;
     const i64 column = (i64)blockIdx.z * K + k;  // this launch's output index
     if (writer && k < K) partials[(i64)blockIdx.y * out_split_stride + column] = scratch[threadIdx.x];
@@ -183,7 +187,7 @@ reduce_cols_folded(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 
     // The same block-wide column reduction, over the splits of the partials (through L2).
     __syncthreads();  // scratch is reused
     gk_cols_block<Op, Acc, Acc, BLOCK, true>(partials + column, k < K, gridDim.y,
-                                             out_split_stride, scratch);
+                                             out_split_stride, 0, scratch);
     if (writer && k < K) out[column] = to_acc<Out>(scratch[threadIdx.x]);
     if (threadIdx.x == 0 && threadIdx.y == 0) *ticket = 0;
 }

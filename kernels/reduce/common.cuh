@@ -133,6 +133,84 @@ struct MomentsOp {
     }
 };
 
+// argmin and argmax: the extreme value seen and the first index where it occurs. V is the type
+// values are compared in (float16 in float32, exactly). Combining keeps the smaller index on
+// ties, so the result does not depend on the order of the combines; NaN counts as the extreme,
+// as in NumPy, and the first NaN wins.
+template <typename V>
+struct gk_arg {
+    V value;
+    i64 index;
+};
+template <typename V>
+struct ToAcc<gk_arg<V>, gk_arg<V> > {
+    static __device__ __forceinline__ gk_arg<V> apply(gk_arg<V> a) { return a; }
+};
+template <typename V>
+struct ToAcc<long long, gk_arg<V> > {  // the result: the index
+    static __device__ __forceinline__ long long apply(gk_arg<V> a) { return a.index; }
+};
+
+template <bool MAX>
+struct GkArgOp {
+    static constexpr bool indexed = true;
+    template <typename T>
+    static __device__ __forceinline__ T identity() {
+        T a;
+        a.value = MAX ? gk_limits<decltype(a.value)>::lowest()
+                      : gk_limits<decltype(a.value)>::highest();
+        a.index = 9223372036854775807ll;
+        return a;
+    }
+    // Input element `index` as the accumulator.
+    template <typename T, typename In>
+    static __device__ __forceinline__ T element(In x, i64 index) {
+        T a;
+        a.value = to_acc<decltype(a.value)>(x);
+        a.index = index;
+        return a;
+    }
+    template <typename T>
+    static __device__ __forceinline__ T combine(T a, T b) {
+        const bool a_nan = gk_isnan(a.value), b_nan = gk_isnan(b.value);
+        if (a_nan || b_nan) return (a_nan && (!b_nan || a.index < b.index)) ? a : b;
+        const bool b_wins = MAX ? b.value > a.value : b.value < a.value;
+        return (b_wins || (b.value == a.value && b.index < a.index)) ? b : a;
+    }
+};
+typedef GkArgOp<false> ArgMinOp;
+typedef GkArgOp<true> ArgMaxOp;
+
+// Whether an operator keeps the index of each input element (Op::indexed; false when absent).
+template <typename Op>
+struct gk_indexed {
+    template <typename O>
+    static constexpr __device__ bool test(decltype(O::indexed)*) { return O::indexed; }
+    template <typename O>
+    static constexpr __device__ bool test(...) { return false; }
+    static constexpr bool value = test<Op>(nullptr);
+};
+template <typename A, typename B>
+struct gk_same {
+    static constexpr bool value = false;
+};
+template <typename A>
+struct gk_same<A, A> {
+    static constexpr bool value = true;
+};
+
+// Input element x, whose index along what the kernel reduces is `index`, as the accumulator:
+// to_acc, or the operator's own conversion for the arg-reductions, which keep the index.
+// Partial results (In is Acc) pass as they are.
+template <typename Op, typename Acc, typename In>
+__device__ __forceinline__ Acc gk_element(In x, i64 index) {
+    if constexpr (gk_indexed<Op>::value && !gk_same<In, Acc>::value) {
+        return Op::template element<Acc>(x, index);
+    } else {
+        return to_acc<Acc>(x);
+    }
+}
+
 // Any type across the warp, `shuffle` (an int -> int warp shuffle) applied to each of its
 // 4-byte pieces; 1- and 2-byte types (bool, char, short in min and max) go as one int.
 template <typename T, typename Shuffle>
@@ -195,21 +273,23 @@ __device__ __forceinline__ Acc gk_block_reduce(Acc value, Acc* scratch) {
 // Thread `thread` of `threads` reading in[0], in[stride], ..., in[(n - 1) * stride] together:
 // its share combined in registers, with 16-byte words when the input is contiguous (a scalar
 // head up to the first 16-byte boundary and a scalar tail), scalar loads otherwise. Element i
-// goes to the same thread on every call.
+// goes to the same thread on every call; its index (for argmin and argmax) is base + i.
 template <typename Op, typename In, typename Acc>
 __device__ __forceinline__ Acc gk_slice_reduce(const In* __restrict__ in, i64 n, i64 stride,
-                                               i64 thread, i64 threads) {
+                                               i64 thread, i64 threads, i64 base = 0) {
     Acc acc = Op::template identity<Acc>();
     constexpr int PER_WORD = sizeof(In) <= 16 ? 16 / sizeof(In) : 1;
     const unsigned long long address = reinterpret_cast<unsigned long long>(in);
     if (stride != 1 || PER_WORD == 1 || address % sizeof(In) != 0) {
-        for (i64 i = thread; i < n; i += threads) acc = Op::combine(acc, to_acc<Acc>(in[i * stride]));
+        for (i64 i = thread; i < n; i += threads) {
+            acc = Op::combine(acc, gk_element<Op, Acc>(in[i * stride], base + i));
+        }
         return acc;
     }
     // Elements before the first 16-byte boundary, then whole words, then the rest.
     i64 head = (i64)((16 - address % 16) % 16 / sizeof(In));
     if (head > n) head = n;
-    if (thread < head) acc = Op::combine(acc, to_acc<Acc>(in[thread]));
+    if (thread < head) acc = Op::combine(acc, gk_element<Op, Acc>(in[thread], base + thread));
     const i64 words = (n - head) / PER_WORD;
     union Word {
         uint4 bits;
@@ -220,26 +300,32 @@ __device__ __forceinline__ Acc gk_slice_reduce(const In* __restrict__ in, i64 n,
     // A word's elements are folded in Acc: float32 summed in float64 converts every element
     // (free at memory speed on an H100; folding the four floats in float32 first left errors
     // that could exceed NumPy's pairwise sum's on mixed magnitudes).
-    auto fold_word = [](const Word& word) {
-        Acc folded = to_acc<Acc>(word.elem[0]);
+    // (word w's first element is element head + w * PER_WORD)
+    auto fold_word = [](const Word& word, i64 first) {
+        Acc folded = gk_element<Op, Acc>(word.elem[0], first);
 #pragma unroll
-        for (int k = 1; k < PER_WORD; ++k) folded = Op::combine(folded, to_acc<Acc>(word.elem[k]));
+        for (int k = 1; k < PER_WORD; ++k) {
+            folded = Op::combine(folded, gk_element<Op, Acc>(word.elem[k], first + k));
+        }
         return folded;
     };
+    const i64 first = base + head;
     for (; w + threads < words; w += 2 * threads) {  // two loads in flight per thread
         Word a, b;
         a.bits = word_ptr[w];
         b.bits = word_ptr[w + threads];
-        acc = Op::combine(acc, fold_word(a));
-        acc = Op::combine(acc, fold_word(b));
+        acc = Op::combine(acc, fold_word(a, first + w * PER_WORD));
+        acc = Op::combine(acc, fold_word(b, first + (w + threads) * PER_WORD));
     }
     if (w < words) {
         Word a;
         a.bits = word_ptr[w];
-        acc = Op::combine(acc, fold_word(a));
+        acc = Op::combine(acc, fold_word(a, first + w * PER_WORD));
     }
     const i64 tail = head + words * PER_WORD + thread;
-    if (tail < n) acc = Op::combine(acc, to_acc<Acc>(in[tail]));  // fewer than PER_WORD remain
+    if (tail < n) {  // fewer than PER_WORD remain
+        acc = Op::combine(acc, gk_element<Op, Acc>(in[tail], base + tail));
+    }
     return acc;
 }
 

@@ -34,7 +34,7 @@ reduce_two_pass(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 str
     Acc acc = Op::template identity<Acc>();
     const i64 step = (i64)gridDim.x * BLOCK;
     for (i64 i = (i64)blockIdx.x * BLOCK + tid; i < n; i += step) {
-        acc = Op::combine(acc, to_acc<Acc>(in[i * stride]));
+        acc = Op::combine(acc, gk_element<Op, Acc>(in[i * stride], i));
     }
     partial[tid] = acc;
     __syncthreads();
@@ -91,7 +91,8 @@ reduce_one_pass(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 str
     const i64 begin = (i64)blockIdx.x * segment;
     const i64 count = n - begin < segment ? n - begin : segment;
     Acc value = gk_block_reduce<Op, Acc, BLOCK>(
-        gk_slice_reduce<Op, In, Acc>(in + begin * stride, count, stride, threadIdx.x, BLOCK),
+        gk_slice_reduce<Op, In, Acc>(in + begin * stride, count, stride, threadIdx.x, BLOCK,
+                                     begin),
         scratch);
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = value;

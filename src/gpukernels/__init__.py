@@ -19,6 +19,7 @@ from ._core.compile import KernelCompileError
 from ._core.device import NoGPUError, gpu_available
 from ._core.ladder import methods
 from .introspect import describe
+from .ops.argreduce import argmax, argmin
 from .ops.matmul import matmul
 from .ops.moments import mean, std, var
 from .ops.permute import permute_dims
@@ -27,7 +28,7 @@ from .ops.scan import cumprod, cumsum
 from .ops.transpose import transpose
 
 __all__ = ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max", "mean", "var",
-           "std", "cumsum", "cumprod", "methods", "describe",
+           "std", "argmin", "argmax", "cumsum", "cumprod", "methods", "describe",
            "gpu_available", "KernelCompileError", "NoGPUError", "__version__"]
 
 try:

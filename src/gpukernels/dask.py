@@ -18,6 +18,9 @@ the registry reaches Dask without an edit here:
 * ``sum``, ``prod``, ``min``, ``max`` (kind ``"reduction"``): :func:`dask.array.reduction`, with
   the gpukernels reduction as its chunk, combine and aggregate steps; float16 partial sums and
   products are kept in float32 until the last step.
+* ``argmin``, ``argmax`` (kind ``"arg"``): Dask's arg-reduction with the kernels on each
+  block; merging keeps the smallest index among the blocks that hold the extreme, so ties give
+  the first index of the whole array as NumPy's do.
 * ``mean``, ``var``, ``std`` (kind ``"moments"``): mean is the Dask sum above divided by the
   count; var and std take the moments of each block (count, mean, squared deviations, as
   :func:`gpukernels.var` folds them) and merge them along Dask's reduction tree.
@@ -648,6 +651,113 @@ def _moments(op: Operation) -> Callable[..., Any]:
     return function
 
 
+def _extreme_call(name: str, method: str, x: Any, axis: Any = None,
+                  keepdims: bool = False) -> Any:
+    """A block's extreme (``"min"``/``"max"``) or its index (``"argmin"``/``"argmax"``)."""
+    return _kernel(name)(x, axis=axis, keepdims=keepdims, method=method)
+
+
+def _arg_block(name: str, method: str, x: Any, axis: tuple, offset_info: Any) -> Any:
+    """The chunk step of argmin and argmax: the block's extreme and its index in the whole
+    array (Dask's ``arg_chunk`` with the kernels)."""
+    from dask.array.reductions import arg_chunk
+
+    extreme = functools.partial(_extreme_call, name[3:], method)
+    return arg_chunk(extreme, functools.partial(_extreme_call, name, method), x, axis,
+                     offset_info)
+
+
+def _arg_merge(name: str, data: Any, axis: tuple, keepdims: bool, last: bool) -> Any:
+    """Combine (``last`` False) or aggregate step of argmin and argmax: per result, the extreme
+    of the blocks' extremes (NaN first) and the smallest index among the blocks that hold it,
+    so that ties give the first index of the whole array, whatever the order of the blocks."""
+    values, indices = data["vals"], data["arg"]
+    xp = numpy if isinstance(values, numpy.ndarray) else _device.cupy
+    flat = len(axis) == values.ndim or values.ndim == 1
+    along = None if flat else axis[0]
+    extreme = (xp.max if name == "argmax" else xp.min)(values, axis=along, keepdims=True)
+    hit = values == extreme
+    if values.dtype.kind == "f":
+        hit |= xp.isnan(values) & xp.isnan(extreme)
+    index = xp.where(hit, indices, numpy.iinfo(numpy.int64).max).min(axis=along, keepdims=True)
+    if last:
+        return index if keepdims else (index.reshape(()) if flat else index.squeeze(along))
+    merged: Any
+    try:
+        merged = numpy.empty_like(extreme, shape=extreme.shape,
+                                  dtype=[("vals", extreme.dtype), ("arg", index.dtype)])
+    except TypeError:  # CuPy has no structured arrays: Dask takes a dict
+        merged = {}
+    merged["vals"], merged["arg"] = extreme, index
+    return merged
+
+
+def _arg(op: Operation) -> Callable[..., Any]:
+    name = op.name
+
+    def function(x: Any, axis: Any = None, keepdims: bool = False, *, method: str = "auto",
+                 split_every: int | dict | None = None) -> Any:
+        # 1. Validate (on the client): types, chunks, method, then NumPy's own errors.
+        x = _checked(x, name)
+        op.ladder.resolve(method, name)
+        if axis is not None and (isinstance(axis, bool) or
+                                 not isinstance(axis, (int, numpy.integer))):
+            raise TypeError(f"{name} takes one integer axis or None, not {axis!r}")
+        op.result_dtype(x._meta)
+        normalize_axis(axis, x.ndim)
+        _numpy_errors(op, x, axis=axis, keepdims=keepdims)
+        # 2. The graph: Dask's arg-reduction, each block's extreme and index by the kernels,
+        # merged keeping the first index of the extreme.
+        from dask.array.reductions import arg_reduction
+
+        return arg_reduction(
+            x, functools.partial(_arg_block, name, method),
+            functools.partial(_arg_merge, name, last=False),
+            functools.partial(_arg_merge, name, last=True),
+            axis=axis, keepdims=keepdims, split_every=split_every)
+
+    function.__doc__ = f"""The {name} of a Dask array of CuPy chunks: each block's extreme and
+    its index by :func:`gpukernels.{name[3:]}` and :func:`gpukernels.{name}`, then the first
+    index of the extreme among the blocks, along Dask's tree.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        Any shape, with CuPy chunks.
+    axis : None or int, optional
+        The axis to search along; ``None`` gives a flat index into the whole array.
+    keepdims : bool, optional
+        Keep the searched axis with length 1.
+    method : str, optional
+        A rung of ``gpukernels.methods("{name}")``, or ``"auto"``, for every task.
+    split_every : int or dict, optional
+        At most this many partial results are merged in one task (Dask's default otherwise).
+
+    Returns
+    -------
+    dask.array.Array
+        int64 indices; ties give the first index, NaN counts as the extreme.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a Dask array of CuPy chunks, a complex dtype, or ``axis`` not an integer
+        or None.
+    numpy.exceptions.AxisError
+        The axis is out of range.
+    ValueError
+        An empty axis, chunks of unknown size, or an unknown ``method``.
+
+    Examples
+    --------
+    >>> import cupy, dask.array as da, gpukernels.dask as gkd
+    >>> x = da.from_array(cupy.asarray([[1, 9, 9], [9, 2, 3]], dtype=cupy.int32), chunks=2)
+    >>> int(gkd.{name}(x).compute())
+    {1 if name == "argmax" else 0}
+    """
+    return function
+
+
 def _scan_block(name: str, method: str, x: Any, axis: Any = None, dtype: Any = None) -> Any:
     return _kernel(name)(x, axis=axis, dtype=dtype, method=method)
 
@@ -719,7 +829,7 @@ def _scan(op: Operation) -> Callable[..., Any]:
 
 _BUILDERS: dict[str, Callable[[Operation], Callable[..., Any]]] = {
     "swap_last_axes": _swap_last_axes, "permutation": _permutation, "matmul": _matmul,
-    "reduction": _reduction, "scan": _scan, "moments": _moments}
+    "reduction": _reduction, "scan": _scan, "moments": _moments, "arg": _arg}
 
 
 def _export(op: Operation) -> Callable[..., Any]:

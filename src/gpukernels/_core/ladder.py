@@ -219,7 +219,8 @@ class Operation:
         blocks), ``"reduction"`` (a tree of reductions over the reduced axes' blocks), ``"scan"``
         (each block scanned, then the totals of the blocks before it combined in: ``extra``
         gives the ``"combine"`` function and its ``"identity"``), ``"moments"`` (mean from
-        sums; var and std from the moments of each block, merged along a tree).
+        sums; var and std from the moments of each block, merged along a tree), ``"arg"``
+        (each block's extreme and its index, the first of the extremes kept along a tree).
     """
 
     name: str
@@ -252,7 +253,7 @@ OPERATIONS: dict[str, Operation] = {}
 
 #: The values of :attr:`Operation.kind`: the ways :mod:`gpukernels.dask` distributes an
 #: operation over the blocks of a Dask array.
-KINDS = ("swap_last_axes", "permutation", "matmul", "reduction", "scan", "moments")
+KINDS = ("swap_last_axes", "permutation", "matmul", "reduction", "scan", "moments", "arg")
 
 
 def register(op: Operation) -> Operation:

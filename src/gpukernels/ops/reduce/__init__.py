@@ -19,6 +19,7 @@ from ..._core.launch import PLANS, finish_out, prepare_out
 from . import axis as _axis
 from . import check, rungs
 from .dtypes import (
+    ARG_OPERATORS,
     OPERATORS,
     accumulator,
     normalize_axis,
@@ -51,6 +52,8 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
     if x.size == 0 and op in ("MinOp", "MaxOp") and builtins.any(n == 0 for n in reduced):
         raise ValueError(f"zero-size array to reduction operation {operation}imum which has no "
                          "identity")
+    if x.size == 0 and op in ARG_OPERATORS and builtins.any(n == 0 for n in reduced):
+        raise ValueError(f"attempt to get {operation} of an empty sequence")
     if x.size == 0 or (nothing and not full):
         return result_dtype, out_shape, None, None, None
     strides = tuple(st // x.itemsize for st in x.strides)
@@ -171,6 +174,8 @@ def _run(operation: str, planned: tuple, x: Any, out: Any) -> Any:
     cupy = _device.cupy
     result_dtype, out_shape, program, result_index, _ = planned
     if program is None:
+        if operation in ("argmin", "argmax"):  # an empty result, or each of one element: index 0
+            return finish_out(cupy.zeros(out_shape, dtype=result_dtype), out, direct=False)
         if x.size == 0:  # the identity of + or *, or an empty result
             fill = cupy.ones if operation == "prod" else cupy.zeros
             return finish_out(fill(out_shape, dtype=result_dtype), out, direct=False)

@@ -64,7 +64,8 @@ def _groups() -> None:
                          for read, acc, written in triples
                          for source, out in ((read, written), (read, acc), (acc, acc),
                                              (acc, written))]
-            SOURCE.add(f"{kernel.name} {operation}", instances, eager=op != "MomentsOp")
+            SOURCE.add(f"{kernel.name} {operation}", instances,
+                       eager=op in dtypes.EAGER_OPERATORS)
 
 
 _groups()

@@ -15,13 +15,18 @@ import numpy
 
 from ..._core.axes import axis_index
 
-__all__ = ["OPERATORS", "C_TYPES", "KERNEL_C_TYPES", "MOMENTS", "reduction_result_dtype",
+__all__ = ["OPERATORS", "ARG_OPERATORS", "EAGER_OPERATORS", "C_TYPES", "KERNEL_C_TYPES", "MOMENTS", "arg_accumulator", "reduction_result_dtype",
            "normalize_axis", "accumulator", "writes", "to_result", "reachable", "real_part",
            "mean_result_dtype"]
 
 #: The kernels' operator type of each reduction. ``var`` stands for the moments that var, std
 #: (and, in gpukernels.dask, mean) are finished from: its kernels write :data:`MOMENTS`.
-OPERATORS = {"sum": "SumOp", "prod": "ProdOp", "min": "MinOp", "max": "MaxOp", "var": "MomentsOp"}
+OPERATORS = {"sum": "SumOp", "prod": "ProdOp", "min": "MinOp", "max": "MaxOp", "var": "MomentsOp",
+             "argmin": "ArgMinOp", "argmax": "ArgMaxOp"}
+ARG_OPERATORS = ("ArgMinOp", "ArgMaxOp")
+#: The operators whose kernels compile at import; the others (var's moments, argmin, argmax)
+#: on first use.
+EAGER_OPERATORS = ("SumOp", "ProdOp", "MinOp", "MaxOp")
 
 C_TYPES = {
     numpy.dtype(numpy.bool_): "bool",
@@ -42,8 +47,19 @@ C_TYPES = {
 #: The moments accumulator of var and std (``gk_moments`` in reduce/common.cuh): count, mean
 #: and sum of squared deviations, in float64. CuPy allocates it as 3 float64 per element.
 MOMENTS = numpy.dtype([("count", numpy.float64), ("mean", numpy.float64), ("m2", numpy.float64)])
+
+
+def arg_accumulator(value: numpy.dtype) -> numpy.dtype:
+    """argmin's and argmax's accumulator (``gk_arg<V>`` in reduce/common.cuh): the extreme
+    value, compared in ``value``'s type, and its int64 index, 16 bytes in all."""
+    return numpy.dtype([("value", value), ("index", numpy.int64)], align=True)
+
+
+#: The value types of argmin's and argmax's accumulators (float16 compares in float32).
+_ARG_VALUES = [d for d in C_TYPES if d.kind in "biuf" and d != numpy.dtype(numpy.float16)]
 #: The C type of every dtype a reduction kernel reads, accumulates or writes.
-KERNEL_C_TYPES = {**C_TYPES, MOMENTS: "gk_moments"}
+KERNEL_C_TYPES = {**C_TYPES, MOMENTS: "gk_moments",
+                  **{arg_accumulator(v): f"gk_arg<{C_TYPES[v]}>" for v in _ARG_VALUES}}
 I64, U64, F16, F32, F64 = (numpy.dtype(t) for t in (numpy.int64, numpy.uint64, numpy.float16,
                                                     numpy.float32, numpy.float64))
 
@@ -79,6 +95,15 @@ def reduction_result_dtype(operation: str, dtype: numpy.dtype, requested: Any = 
 def _result_dtype(operation: str, dtype: numpy.dtype, requested: Any = None) -> numpy.dtype:
     if dtype.kind not in "biufc":
         raise TypeError(f"{operation} supports bool, integer, float and complex dtypes, not {dtype}")
+    if operation in ("argmin", "argmax"):
+        if requested is not None:
+            raise TypeError(f"{operation} has no dtype argument; it gives int64 indices")
+        if dtype.kind == "c":
+            raise TypeError(f"{operation} of complex numbers is not supported; compare .real "
+                            "and .imag explicitly")
+        if dtype not in C_TYPES:
+            raise TypeError(f"{operation} does not support dtype {dtype}")
+        return I64
     if operation in ("min", "max"):
         if requested is not None:
             raise TypeError(f"{operation} has no dtype argument; it keeps the input's dtype")
@@ -135,6 +160,8 @@ def accumulator(op: str, in_dtype: numpy.dtype, result_dtype: numpy.dtype,
     kind = result_dtype.kind
     if op == "MomentsOp":  # every input read as it is, into float64 moments
         return in_dtype, MOMENTS
+    if op in ARG_OPERATORS:  # values compared in the input's type (float16 in float32)
+        return in_dtype, arg_accumulator(F32 if in_dtype == F16 else in_dtype)
     if op in ("MinOp", "MaxOp"):
         return in_dtype, (F32 if in_dtype == F16 else in_dtype)
     if kind == "b":
@@ -160,6 +187,8 @@ def writes(op: str, read_dtype: numpy.dtype, acc_dtype: numpy.dtype, result_dtyp
     reductions also uint64 -> int64, the same bits), so that no cast launch follows; else the
     accumulator."""
     outputs = [acc_dtype]
+    if op in ARG_OPERATORS:
+        outputs.append(I64)  # the index
     if acc_dtype == F32:
         outputs.append(F16)  # float16 results accumulated in float32
     if op == "SumOp" and acc_dtype == F64 and read_dtype in (F32, F64):
@@ -186,7 +215,7 @@ def reachable(operation: str, float32_sums_in_float64: bool, full: bool) -> tupl
     """Every (read, accumulator, written) dtype triple a reduction can plan, over every input
     dtype and every ``dtype=`` request NumPy accepts: the instance lists come from this."""
     op = OPERATORS[operation]
-    requests = [None] if operation in ("min", "max") else [None, *C_TYPES]
+    requests = [None] if operation in ("min", "max", "argmin", "argmax") else [None, *C_TYPES]
     triples = []
     for in_dtype in C_TYPES:
         if op == "MomentsOp" and in_dtype.kind == "c":

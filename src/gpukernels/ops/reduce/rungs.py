@@ -149,9 +149,8 @@ def _groups(kernel: str, block: int, passes: Callable, eager: bool, wide: bool =
         instances = [_instance(kernel, op, source, acc, out, block)
                      for read, acc, written in dtypes.reachable(operation, wide, True)
                      for source, out in passes(read, acc, written)]
-        # var's moments (var and std) compile on first use
         groups.append(SOURCE.add(f"{kernel} {operation}", instances,
-                                 eager=eager and op != "MomentsOp"))
+                                 eager=eager and op in dtypes.EAGER_OPERATORS))
     return tuple(groups)
 
 

@@ -1,0 +1,162 @@
+"""argmin and argmax: every rung and the axis kernels against NumPy, exactly.
+
+Inputs have many ties (small integers, repeated floats), so the first index of the extreme is
+tested everywhere; NaN anywhere, the first of several NaN, every dtype, every axis, strided and
+reversed views, lengths around the block sizes, poisoned ``out=``, and the same input twice.
+"""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+
+import gpukernels as gk
+from gpukernels.ops.reduce.dtypes import reduction_result_dtype
+from gpukernels.validation import poisoned
+
+RUNGS = gk.methods("reduce")
+OPERATIONS = ("argmin", "argmax")
+DTYPES = [numpy.dtype(c) for c in "?bhilqBHILQefd"]
+
+
+# ---- CPU: dtypes ------------------------------------------------------------------------------
+
+def test_result_dtype_is_int64_and_complex_is_refused():
+    for operation in OPERATIONS:
+        for dtype in DTYPES:
+            assert reduction_result_dtype(operation, dtype) == numpy.int64
+        for bad in ("complex64", "complex128", "datetime64[s]", "U3"):
+            with pytest.raises(TypeError):
+                reduction_result_dtype(operation, numpy.dtype(bad))
+        with pytest.raises(TypeError, match="no dtype"):
+            reduction_result_dtype(operation, numpy.dtype("float32"), "int32")
+
+
+# ---- GPU: every rung against NumPy -------------------------------------------------------------
+
+cupy = pytest.importorskip("cupy")
+
+
+def _tied(shape, dtype, rng):
+    """Random data with many ties: eight distinct values (bool: two)."""
+    dtype = numpy.dtype(dtype)
+    values = rng.integers(0, 8, size=shape)
+    if dtype.kind == "b":
+        return (values % 2).astype(bool)
+    if dtype.kind == "u":
+        return (values * 3).astype(dtype)
+    return (values - 4).astype(dtype) * (dtype.type(0.5) if dtype.kind == "f" else 1)
+
+
+def _compare(got, x, operation, **kwargs):
+    want = getattr(numpy, operation)(x, **kwargs)
+    got = cupy.asnumpy(got)
+    assert got.dtype == numpy.int64 and got.shape == numpy.shape(want)
+    numpy.testing.assert_array_equal(got, want)
+
+
+LENGTHS = (1, 2, 33, 1025, 10**5 + 7, 10**6 + 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("method", RUNGS + ("auto",))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_flat_search_of_every_dtype(operation, method, dtype, rng):
+    for n in LENGTHS:
+        x = _tied((n,), dtype, rng)
+        _compare(getattr(gk, operation)(cupy.asarray(x), method=method), x, operation)
+        # the extreme only once, late: it must be found wherever it falls
+        if n > 1 and dtype.kind != "b":
+            x[n - 1 - n // 7] = numpy.iinfo(dtype).max if dtype.kind in "iu" and \
+                operation == "argmax" else (numpy.iinfo(dtype).min if dtype.kind in "iu" else
+                                            (1e4 if operation == "argmax" else -1e4))
+            _compare(getattr(gk, operation)(cupy.asarray(x), method=method), x, operation)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float16", "uint8", "float64", "int64"])
+@pytest.mark.parametrize(("shape", "axis"), [
+    ((7, 5), 1), ((7, 5), 0), ((1000, 3), 1), ((3, 9000), 1), ((4100, 33), 0), ((10**5, 2), 0),
+    ((5, 6, 7), 0), ((5, 6, 7), -1), ((5, 6, 7), 1), ((2, 3, 4, 5), 2), ((300, 1, 40), 1),
+    ((1, 2**16), 1), ((64, 2**14), 1), ((2**14, 64), 0), ((9,), 0), ((), None), ((4, 5), None)])
+def test_search_along_an_axis(operation, dtype, shape, axis, rng):
+    x = _tied(shape, dtype, rng)
+    for keepdims in (False, True):
+        got = getattr(gk, operation)(cupy.asarray(x), axis=axis, keepdims=keepdims)
+        _compare(got, x, operation, axis=axis, keepdims=keepdims)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("method", RUNGS)
+def test_the_first_nan_wins(operation, method, rng):
+    x = rng.uniform(-1, 1, 300000).astype(numpy.float32)
+    x[12345] = numpy.inf if operation == "argmax" else -numpy.inf
+    _compare(getattr(gk, operation)(cupy.asarray(x), method=method), x, operation)
+    x[200001] = numpy.nan
+    x[150000] = numpy.nan
+    _compare(getattr(gk, operation)(cupy.asarray(x), method=method), x, operation)
+    m = x[: 299 * 1000].reshape(299, 1000)
+    m[7, 3] = m[200, 3] = numpy.nan
+    for axis in (0, 1):
+        _compare(getattr(gk, operation)(cupy.asarray(m), axis=axis), m, operation, axis=axis)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_strided_reversed_and_transposed_views(operation, rng):
+    base = _tied((64, 301), "float32", rng)
+    device = cupy.asarray(base)
+    views = [(device[:, ::3], base[:, ::3]), (device[::-1], base[::-1]), (device.T, base.T),
+             (device.reshape(-1)[1:], base.reshape(-1)[1:]), (device[::-2, ::-1], base[::-2, ::-1])]
+    for view, host in views:
+        for axis in (None, 0, -1):
+            _compare(getattr(gk, operation)(view, axis=axis), host, operation, axis=axis)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_empty_and_length_one(operation):
+    function = getattr(gk, operation)
+    with pytest.raises(ValueError, match="empty sequence"):
+        function(cupy.zeros((0,), cupy.float32))
+    with pytest.raises(ValueError, match="empty sequence"):
+        function(cupy.zeros((3, 0), cupy.float32), axis=1)
+    assert function(cupy.zeros((0, 3), cupy.float32), axis=1).shape == (0,)
+    _compare(function(cupy.ones((4, 1)), axis=1), numpy.ones((4, 1)), operation, axis=1)
+    assert int(function(cupy.asarray(5.0))) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_out_and_bad_arguments(operation, rng):
+    from gpukernels._core.launch import record_launches
+
+    x = _tied((300, 70), "int32", rng)
+    function = getattr(gk, operation)
+    out = poisoned((70,), numpy.int64)
+    assert function(cupy.asarray(x), axis=0, out=out) is out
+    _compare(out, x, operation, axis=0)
+    device = cupy.asarray(x)
+    for error, kwargs in ((TypeError, {"axis": (0,)}), (TypeError, {"axis": 1.0}),
+                          (TypeError, {"axis": True}), (numpy.exceptions.AxisError, {"axis": 2}),
+                          (ValueError, {"method": "bogus"}), (TypeError, {"dtype": "int32"}),
+                          (ValueError, {"axis": 0, "out": cupy.empty(69, cupy.int64)})):
+        with record_launches() as launches, pytest.raises(error):
+            function(device, **kwargs)
+        assert not launches, kwargs
+    with pytest.raises(TypeError, match="complex"):
+        function(cupy.ones(3, cupy.complex64))
+    _compare(function(device, axis=1), x, operation, axis=1)  # still works
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_the_same_input_gives_the_same_index(operation, rng):
+    x = cupy.asarray(_tied((2**20 + 3,), "float32", rng))
+    for method in RUNGS:
+        first = int(getattr(gk, operation)(x, method=method))
+        assert int(getattr(gk, operation)(x, method=method)) == first
+        assert first == int(getattr(numpy, operation)(cupy.asnumpy(x)))
