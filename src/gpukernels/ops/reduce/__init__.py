@@ -42,7 +42,8 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
     _device.check_alignment(x, "x")
     result_dtype = reduction_result_dtype(operation, x.dtype, dtype)
     axes = normalize_axis(axis, x.ndim)
-    rung = cast(rungs.ReduceRung, LADDER.resolve(method, operation) or rungs.auto(op, x.size))
+    rung = cast(rungs.ReduceRung, LADDER.resolve(method, operation) or
+                rungs.auto(op, x.size, x.dtype))
     kept = [length for ax, length in enumerate(x.shape) if ax not in axes]
     reduced = [length for ax, length in enumerate(x.shape) if ax in axes]
     full = builtins.all(length == 1 for length in kept)  # one output element: a full reduction
