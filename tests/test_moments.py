@@ -91,9 +91,12 @@ def test_the_finish_launches_only_compiled_instances():
 
     for dtype in ("float16", "float32", "float64"):
         for root in (False, True):
-            launch = moments.finish_launch(10**6 + 1, numpy.dtype(dtype), root)
-            assert launch.instance in moments.SOURCE.instances
-            assert launch.grid[0] * launch.block[0] >= 10**6 + 1
+            c_type = moments._OUT_C_TYPES[numpy.dtype(dtype)]
+            for kernel, template in (("moments_finish", (c_type, "true" if root else "false")),
+                                     ("mean_finish", (c_type,))):
+                launch = moments.finish_launch(kernel, template, 10**6 + 1)
+                assert launch.instance in moments.SOURCE.instances
+                assert launch.grid[0] * launch.block[0] >= 10**6 + 1
 
 
 # ---- GPU: every rung against NumPy -------------------------------------------------------------

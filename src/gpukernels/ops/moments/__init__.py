@@ -53,83 +53,155 @@ def _shape_and_count(x: Any, axis: Any, keepdims: bool) -> tuple[tuple, int]:
     return tuple(n for ax, n in enumerate(x.shape) if ax not in axes), count
 
 
+def _layout_key(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
+                *extra: Any) -> tuple | None:
+    """The plan cache's key of a call: everything its plan depends on, or None when an
+    argument is unhashable or of a type that must be validated on every call (an axis that is
+    not exactly None, an int or a tuple of ints)."""
+    if not (axis is None or type(axis) is int or
+            (type(axis) is tuple and all(type(ax) is int for ax in axis))):
+        return None
+    key = (name, x.shape, x.strides, x.dtype, axis, dtype, keepdims, method, *extra,
+           x.data.ptr % 16, x.data.device_id)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _cached(key: tuple | None, make: Any) -> Any:
+    """The plan under ``key``, made (and validated) by ``make()`` on the first call."""
+    plan = None if key is None else PLANS.get(key)
+    if plan is None:
+        plan = make()
+        if key is not None:
+            PLANS.put(key, plan)
+    return plan
+
+
+class _MeanPlan:
+    """What a mean of one layout needs on every call."""
+
+    __slots__ = ("out_shape", "result_dtype", "count", "total_dtype", "finish")
+
+    def __init__(self, x: Any, axis: Any, dtype: Any, keepdims: bool) -> None:
+        self.result_dtype = mean_result_dtype(x.dtype, dtype)
+        self.out_shape, self.count = _shape_and_count(x, axis, keepdims)
+        # The sum in float64 for real results (float32 sums accumulate in float64 anyway, and
+        # NumPy sums float16 in float32), divided by a compiled kernel; complex and integer
+        # results (dtype= requests) divide as NumPy does, through CuPy.
+        real = self.result_dtype.kind == "f"
+        self.total_dtype = F64 if real else self.result_dtype
+        results = math.prod(self.out_shape)
+        self.finish = None
+        if real and results:
+            with x.device:
+                self.finish = _finish_call(
+                    "mean_finish", (_OUT_C_TYPES[self.result_dtype],), results,
+                    numpy.float64(builtins.max(self.count, 0)))
+
+
 def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
          method: str = "auto", out: Any = None) -> Any:
-    # 1. Validate: dtypes, axes and out= before any launch.
+    # 1. Validate, and plan once per layout (dtypes, axes; out= on every call, before any
+    # launch).
     x = _input(x)
-    result_dtype = mean_result_dtype(x.dtype, dtype)
-    out_shape, count = _shape_and_count(x, axis, keepdims)
+    plan = _cached(_layout_key("mean", x, axis, dtype, keepdims, method),
+                   lambda: _MeanPlan(x, axis, dtype, keepdims))
     if out is not None:
-        prepare_out(out, out_shape, result_dtype, x.data.device_id, (x,), casting="unsafe")
-    if count == 0:
+        prepare_out(out, plan.out_shape, plan.result_dtype, x.data.device_id, (x,),
+                    casting="unsafe")
+    if plan.count == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
-    # 2. Allocate and 3. launch: the sum (float64 for real results: float32 sums accumulate in
-    # float64 anyway, and NumPy sums float16 in float32), then one division into the result.
-    total_dtype = F64 if result_dtype.kind == "f" else result_dtype
-    total = _reduce.sum(x, axis=axis, dtype=total_dtype, keepdims=keepdims, method=method)
+    # 2. Allocate and 3. launch: the sum, then one division into the result.
+    total = _reduce.sum(x, axis=axis, dtype=plan.total_dtype, keepdims=keepdims, method=method)
     cupy = _device.cupy
     with x.device:
-        if out is not None and out.dtype == result_dtype and out.flags.c_contiguous:
-            cupy.true_divide(total, count, out=out, casting="unsafe")
-            return out
-        result = cupy.empty(out_shape, result_dtype)
-        cupy.true_divide(total, count, out=result, casting="unsafe")
+        result = cupy.empty(plan.out_shape, plan.result_dtype)
+        if plan.finish is not None:
+            plan.finish(total, result)
+        else:
+            cupy.true_divide(total, plan.count, out=result, casting="unsafe")
     return finish_out(result, out, direct=False)
 
 
 SOURCE = KernelSource("moments/moments.cu")
-FINISH_BLOCK = 256  # threads per block of moments_finish (its __launch_bounds__)
+FINISH_BLOCK = 256  # threads per block of the finishing kernels (their __launch_bounds__)
 _OUT_C_TYPES = {numpy.dtype(numpy.float16): "gk_half", numpy.dtype(numpy.float32): "float",
                 numpy.dtype(numpy.float64): "double"}
-SOURCE.add("moments_finish", [f"moments_finish<{c}, {root}>" for c in _OUT_C_TYPES.values()
-                              for root in ("false", "true")], eager=False)
+SOURCE.add("finish", [f"moments_finish<{c}, {root}>" for c in _OUT_C_TYPES.values()
+                      for root in ("false", "true")] +
+           [f"mean_finish<{c}>" for c in _OUT_C_TYPES.values()], eager=False)
 
 
-def finish_launch(results: int, result_dtype: numpy.dtype, root: bool) -> Launch:
-    """The launch of moments_finish for ``results`` results of ``result_dtype`` (std: root)."""
-    instance = f"moments_finish<{_OUT_C_TYPES[result_dtype]}, {'true' if root else 'false'}>"
-    return Launch(SOURCE, instance, (ceil_div(builtins.max(results, 1), FINISH_BLOCK), 1, 1),
-                  (FINISH_BLOCK, 1, 1))
+def finish_launch(kernel: str, template: tuple, results: int) -> Launch:
+    """The launch of a finishing kernel (``"moments_finish"``, ``"mean_finish"``) with
+    ``template`` arguments, a thread per result."""
+    return Launch(SOURCE, f"{kernel}<{', '.join(template)}>",
+                  (ceil_div(builtins.max(results, 1), FINISH_BLOCK), 1, 1), (FINISH_BLOCK, 1, 1))
 
 
-def _finish(results: int, parts: int, divisor: float, result_dtype: numpy.dtype,
-            root: bool) -> KernelCall:
-    """The planned moments_finish (states, out) for one layout, ddof and dtype."""
-    key = ("moments_finish", results, parts, divisor, result_dtype, root)
-    call = PLANS.get(key)
-    if call is None:
-        call = finish_launch(results, result_dtype, root).call(
-            (Array(0), Array(1), numpy.int64(results), numpy.int32(parts),
-             numpy.float64(divisor)), "moments")
-        PLANS.put(key, call)
-    return call
+def _finish_call(kernel: str, template: tuple, results: int, *scalars: Any) -> KernelCall:
+    """The planned finishing kernel: (input, out, results, *scalars)."""
+    return finish_launch(kernel, template, results).call(
+        (Array(0), Array(1), numpy.int64(results), *scalars), "moments")
+
+
+class _SpreadPlan:
+    """What a var or std of one layout needs on every call."""
+
+    __slots__ = ("out_shape", "result_dtype", "axes", "divisor", "finish")
+
+    def __init__(self, name: str, x: Any, axis: Any, dtype: Any, keepdims: bool,
+                 ddof: Any) -> None:
+        self.result_dtype = reduction_result_dtype("var", x.dtype, dtype)
+        if isinstance(ddof, bool) or not isinstance(ddof, numbers.Real):
+            raise TypeError(f"ddof must be a real number, not {type(ddof).__name__}")
+        self.out_shape, count = _shape_and_count(x, axis, keepdims)
+        self.axes = normalize_axis(axis, x.ndim)
+        self.divisor = count - float(ddof)  # <= 0: NumPy warns, and divides by 0
+        results = math.prod(self.out_shape)
+        self.finish = None
+        if results:
+            parts = 2 if x.dtype.kind == "c" else 1
+            root = "true" if name == "std" else "false"
+            with x.device:
+                self.finish = _finish_call(
+                    "moments_finish", (_OUT_C_TYPES[self.result_dtype], root), results,
+                    numpy.int32(parts), numpy.float64(builtins.max(self.divisor, 0.0)))
 
 
 def _spread(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any, method: str,
             out: Any) -> Any:
     """The body of :func:`var` and :func:`std`."""
-    # 1. Validate: dtypes, axes, ddof and out= before any launch.
+    # 1. Validate, and plan once per layout (dtypes, axes, ddof; out= on every call, before any
+    # launch).
     x = _input(x)
-    result_dtype = reduction_result_dtype("var", x.dtype, dtype)
-    if isinstance(ddof, bool) or not isinstance(ddof, numbers.Real):
-        raise TypeError(f"ddof must be a real number, not {type(ddof).__name__}")
-    out_shape, count = _shape_and_count(x, axis, keepdims)
-    axes = normalize_axis(axis, x.ndim)
-    device = x.data.device_id
+    plan = _cached(_layout_key(name, x, axis, dtype, keepdims, method, ddof, type(ddof)),
+                   lambda: _SpreadPlan(name, x, axis, dtype, keepdims, ddof))
     if out is not None:
-        prepare_out(out, out_shape, result_dtype, device, (x,), casting="unsafe")
-    divisor = count - float(ddof)
-    if divisor <= 0:
+        prepare_out(out, plan.out_shape, plan.result_dtype, x.data.device_id, (x,),
+                    casting="unsafe")
+    if plan.divisor <= 0:
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
-        divisor = max(divisor, 0.0)
     # 2. Allocate and 3. launch: the moments, then one elementwise finish.
-    states = moment_states(x, axes, keepdims, method)
+    states = moment_states(x, plan.axes, keepdims, method)
     with x.device:
-        result = _device.cupy.empty(out_shape, result_dtype)
-        if result.size:
-            _finish(result.size, states.shape[-2], divisor, result_dtype, name == "std")(
-                states, result)
+        result = _device.cupy.empty(plan.out_shape, plan.result_dtype)
+        if plan.finish is not None:
+            plan.finish(states, result)
     return finish_out(result, out, direct=False)
+
+
+def var(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *, ddof: Any = 0,
+        method: str = "auto", out: Any = None) -> Any:
+    return _spread("var", x, axis, dtype, keepdims, ddof, method, out)
+
+
+def std(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *, ddof: Any = 0,
+        method: str = "auto", out: Any = None) -> Any:
+    return _spread("std", x, axis, dtype, keepdims, ddof, method, out)
 
 
 def moment_states(x: Any, axes: tuple[int, ...], keepdims: bool, method: str) -> Any:
@@ -163,14 +235,6 @@ def moment_states(x: Any, axes: tuple[int, ...], keepdims: bool, method: str) ->
     return states
 
 
-def var(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *, ddof: Any = 0,
-        method: str = "auto", out: Any = None) -> Any:
-    return _spread("var", x, axis, dtype, keepdims, ddof, method, out)
-
-
-def std(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *, ddof: Any = 0,
-        method: str = "auto", out: Any = None) -> Any:
-    return _spread("std", x, axis, dtype, keepdims, ddof, method, out)
 
 
 _PARAMETERS = """
