@@ -12,6 +12,7 @@ square root for std). Complex data is read as its real and imaginary parts, whos
 from __future__ import annotations
 
 import builtins
+import contextlib
 import math
 import numbers
 import warnings
@@ -81,7 +82,8 @@ def _cached(key: tuple | None, make: Any) -> Any:
 
 
 class _MeanPlan:
-    """What a mean of one layout needs on every call."""
+    """What a mean of one layout needs on every call (the finishing kernel is fetched on the
+    first launch, after the call's arguments have passed every check)."""
 
     __slots__ = ("out_shape", "result_dtype", "count", "total_dtype", "finish")
 
@@ -96,10 +98,8 @@ class _MeanPlan:
         results = math.prod(self.out_shape)
         self.finish = None
         if real and results:
-            with x.device:
-                self.finish = _finish_call(
-                    "mean_finish", (_OUT_C_TYPES[self.result_dtype],), results,
-                    numpy.float64(builtins.max(self.count, 0)))
+            self.finish = _Finish("mean_finish", (_OUT_C_TYPES[self.result_dtype],), results,
+                                  numpy.float64(builtins.max(self.count, 0)))
 
 
 def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
@@ -116,14 +116,22 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     # 2. Allocate and 3. launch: the sum, then one division into the result.
     total = _reduce.sum(x, axis=axis, dtype=plan.total_dtype, keepdims=keepdims, method=method)
-    cupy = _device.cupy
-    with x.device:
-        result = cupy.empty(plan.out_shape, plan.result_dtype)
+    with _on_device(x):
+        result = _device.cupy.empty(plan.out_shape, plan.result_dtype)
         if plan.finish is not None:
             plan.finish(total, result)
         else:
-            cupy.true_divide(total, plan.count, out=result, casting="unsafe")
+            _device.cupy.true_divide(total, plan.count, out=result, casting="unsafe")
     return finish_out(result, out, direct=False)
+
+
+def _on_device(x: Any) -> Any:
+    """``x``'s device as a context, or nothing to enter when it is already current (entering a
+    CuPy device costs microseconds per call)."""
+    cupy = _device.cupy
+    if x.data.device_id == cupy.cuda.runtime.getDevice():
+        return contextlib.nullcontext()
+    return x.device
 
 
 SOURCE = KernelSource("moments/moments.cu")
@@ -142,10 +150,21 @@ def finish_launch(kernel: str, template: tuple, results: int) -> Launch:
                   (ceil_div(builtins.max(results, 1), FINISH_BLOCK), 1, 1), (FINISH_BLOCK, 1, 1))
 
 
-def _finish_call(kernel: str, template: tuple, results: int, *scalars: Any) -> KernelCall:
-    """The planned finishing kernel: (input, out, results, *scalars)."""
-    return finish_launch(kernel, template, results).call(
-        (Array(0), Array(1), numpy.int64(results), *scalars), "moments")
+class _Finish:
+    """A planned finishing kernel, (input, out, results, *scalars), its kernel fetched (and
+    compiled, the first time) on the first launch."""
+
+    __slots__ = ("launch", "args", "call")
+
+    def __init__(self, kernel: str, template: tuple, results: int, *scalars: Any) -> None:
+        self.launch = finish_launch(kernel, template, results)
+        self.args = (Array(0), Array(1), numpy.int64(results), *scalars)
+        self.call: KernelCall | None = None
+
+    def __call__(self, source: Any, out: Any) -> None:
+        if self.call is None:
+            self.call = self.launch.call(self.args, "moments")
+        self.call(source, out)
 
 
 class _SpreadPlan:
@@ -166,10 +185,9 @@ class _SpreadPlan:
         if results:
             parts = 2 if x.dtype.kind == "c" else 1
             root = "true" if name == "std" else "false"
-            with x.device:
-                self.finish = _finish_call(
-                    "moments_finish", (_OUT_C_TYPES[self.result_dtype], root), results,
-                    numpy.int32(parts), numpy.float64(builtins.max(self.divisor, 0.0)))
+            self.finish = _Finish("moments_finish", (_OUT_C_TYPES[self.result_dtype], root),
+                                  results, numpy.int32(parts),
+                                  numpy.float64(builtins.max(self.divisor, 0.0)))
 
 
 def _spread(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any, method: str,
@@ -187,7 +205,7 @@ def _spread(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any,
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
     # 2. Allocate and 3. launch: the moments, then one elementwise finish.
     states = moment_states(x, plan.axes, keepdims, method)
-    with x.device:
+    with _on_device(x):
         result = _device.cupy.empty(plan.out_shape, plan.result_dtype)
         if plan.finish is not None:
             plan.finish(states, result)
@@ -216,9 +234,9 @@ def moment_states(x: Any, axes: tuple[int, ...], keepdims: bool, method: str) ->
         x = cupy.ndarray(x.shape + (2,), part, memptr=x.data,
                          strides=x.strides + (part.itemsize,))
         parts = 2
-    states = _reduce.moments(x, axes, keepdims, method, lambda: None)
+    states = _reduce.moments(x, axes, keepdims, method, lambda: None, parts)
     if states is not None:
-        return states.reshape(states.shape[:-2 if parts == 2 else -1] + (parts, 3))
+        return states
     # No kernel needed: an empty input, or one element per result.
     out_shape, count = _shape_and_count(x, axes, keepdims)
     out_shape = out_shape[:-1] if parts == 2 else out_shape
