@@ -1,4 +1,4 @@
-// moments.cu - the last step of var and std, and of mean.
+// moments.cu - the last step of var and std.
 //
 // The reduction kernels (reduce/reduce.cu, reduce/axis.cu with MomentsOp) leave, per result,
 // `parts` moments {count, mean, m2} in float64: one part for real data, two (the real and the
@@ -32,15 +32,4 @@ moments_finish(const double* __restrict__ states, Out* __restrict__ out, i64 res
     double value = m2 / divisor;
     if (ROOT) value = sqrt(value);
     out[i] = gk_from_double<Out>(value);
-}
-
-// mean_finish<Out>(totals, out, results, count): out[i] = totals[i] / count, rounded once to
-// the result dtype: the last step of a real mean, whose sums the reduction kernels leave in
-// float64.
-template <typename Out>
-__global__ void __launch_bounds__(256)
-mean_finish(const double* __restrict__ totals, Out* __restrict__ out, i64 results, double count) {
-    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= results) return;
-    out[i] = gk_from_double<Out>(totals[i] / count);
 }

@@ -133,6 +133,66 @@ struct MomentsOp {
     }
 };
 
+// mean: the sum and the count of the elements seen, in double, divided at the last write (one
+// rounding to the result dtype), so a mean is one launch like a sum.
+struct gk_mean {
+    double sum, count;
+};
+#define GK_MEAN_OF(T)                                                                      \
+    template <>                                                                            \
+    struct ToAcc<gk_mean, T> {                                                             \
+        static __device__ __forceinline__ gk_mean apply(T x) {                             \
+            gk_mean m = {to_acc<double>(x), 1.0};                                          \
+            return m;                                                                      \
+        }                                                                                  \
+    };
+GK_MEAN_OF(bool)
+GK_MEAN_OF(signed char)
+GK_MEAN_OF(unsigned char)
+GK_MEAN_OF(short)
+GK_MEAN_OF(unsigned short)
+GK_MEAN_OF(int)
+GK_MEAN_OF(unsigned int)
+GK_MEAN_OF(long long)
+GK_MEAN_OF(unsigned long long)
+GK_MEAN_OF(gk_half)
+GK_MEAN_OF(float)
+GK_MEAN_OF(double)
+#undef GK_MEAN_OF
+template <>
+struct ToAcc<gk_mean, gk_mean> {
+    static __device__ __forceinline__ gk_mean apply(gk_mean m) { return m; }
+};
+template <>
+struct ToAcc<double, gk_mean> {
+    static __device__ __forceinline__ double apply(gk_mean m) { return m.sum / m.count; }
+};
+template <>
+struct ToAcc<float, gk_mean> {
+    static __device__ __forceinline__ float apply(gk_mean m) { return (float)(m.sum / m.count); }
+};
+template <>
+struct ToAcc<gk_half, gk_mean> {
+    static __device__ __forceinline__ gk_half apply(gk_mean m) {
+        gk_half h;
+        asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(m.sum / m.count));
+        return h;
+    }
+};
+
+struct MeanOp {
+    template <typename T>
+    static __device__ __forceinline__ T identity() {
+        T m = {0.0, 0.0};
+        return m;
+    }
+    template <typename T>
+    static __device__ __forceinline__ T combine(T a, T b) {
+        T m = {a.sum + b.sum, a.count + b.count};
+        return m;
+    }
+};
+
 // argmin and argmax: the extreme value seen and the first index where it occurs. V is the type
 // values are compared in (float16 in float32, exactly). Combining keeps the smaller index on
 // ties, so the result does not depend on the order of the combines; NaN counts as the extreme,

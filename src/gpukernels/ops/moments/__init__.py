@@ -82,24 +82,17 @@ def _cached(key: tuple | None, make: Any) -> Any:
 
 
 class _MeanPlan:
-    """What a mean of one layout needs on every call (the finishing kernel is fetched on the
-    first launch, after the call's arguments have passed every check)."""
+    """What a mean of one layout needs on every call."""
 
-    __slots__ = ("out_shape", "result_dtype", "count", "total_dtype", "finish")
+    __slots__ = ("out_shape", "result_dtype", "count", "kernels")
 
     def __init__(self, x: Any, axis: Any, dtype: Any, keepdims: bool) -> None:
         self.result_dtype = mean_result_dtype(x.dtype, dtype)
         self.out_shape, self.count = _shape_and_count(x, axis, keepdims)
-        # The sum in float64 for real results (float32 sums accumulate in float64 anyway, and
-        # NumPy sums float16 in float32), divided by a compiled kernel; complex and integer
-        # results (dtype= requests) divide as NumPy does, through CuPy.
-        real = self.result_dtype.kind == "f"
-        self.total_dtype = F64 if real else self.result_dtype
-        results = math.prod(self.out_shape)
-        self.finish = None
-        if real and results:
-            self.finish = _Finish("mean_finish", (_OUT_C_TYPES[self.result_dtype],), results,
-                                  numpy.float64(builtins.max(self.count, 0)))
+        # Real float results of real input: the reductions' own mean (MeanOp: the sum and the
+        # count in float64, divided at the last write), one launch like a sum. Complex results
+        # and integer dtype= requests: a sum divided as NumPy divides it.
+        self.kernels = self.result_dtype.kind == "f" and x.dtype.kind != "c"
 
 
 def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
@@ -109,19 +102,18 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
     x = _input(x)
     plan = _cached(_layout_key("mean", x, axis, dtype, keepdims, method),
                    lambda: _MeanPlan(x, axis, dtype, keepdims))
+    if plan.count == 0:
+        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
+    if plan.kernels:  # 2. allocate and 3. launch as the reductions do
+        return _reduce._reduce("mean", x, axis, dtype, keepdims, method, out)
     if out is not None:
         prepare_out(out, plan.out_shape, plan.result_dtype, x.data.device_id, (x,),
                     casting="unsafe")
-    if plan.count == 0:
-        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     # 2. Allocate and 3. launch: the sum, then one division into the result.
-    total = _reduce.sum(x, axis=axis, dtype=plan.total_dtype, keepdims=keepdims, method=method)
+    total = _reduce.sum(x, axis=axis, dtype=plan.result_dtype, keepdims=keepdims, method=method)
     with _on_device(x):
         result = _device.cupy.empty(plan.out_shape, plan.result_dtype)
-        if plan.finish is not None:
-            plan.finish(total, result)
-        else:
-            _device.cupy.true_divide(total, plan.count, out=result, casting="unsafe")
+        _device.cupy.true_divide(total, plan.count, out=result, casting="unsafe")
     return finish_out(result, out, direct=False)
 
 
@@ -139,13 +131,12 @@ FINISH_BLOCK = 256  # threads per block of the finishing kernels (their __launch
 _OUT_C_TYPES = {numpy.dtype(numpy.float16): "gk_half", numpy.dtype(numpy.float32): "float",
                 numpy.dtype(numpy.float64): "double"}
 SOURCE.add("finish", [f"moments_finish<{c}, {root}>" for c in _OUT_C_TYPES.values()
-                      for root in ("false", "true")] +
-           [f"mean_finish<{c}>" for c in _OUT_C_TYPES.values()], eager=False)
+                      for root in ("false", "true")], eager=False)
 
 
 def finish_launch(kernel: str, template: tuple, results: int) -> Launch:
-    """The launch of a finishing kernel (``"moments_finish"``, ``"mean_finish"``) with
-    ``template`` arguments, a thread per result."""
+    """The launch of a finishing kernel (``"moments_finish"``) with ``template`` arguments, a
+    thread per result."""
     return Launch(SOURCE, f"{kernel}<{', '.join(template)}>",
                   (ceil_div(builtins.max(results, 1), FINISH_BLOCK), 1, 1), (FINISH_BLOCK, 1, 1))
 

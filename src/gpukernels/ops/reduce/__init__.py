@@ -13,6 +13,8 @@ import builtins
 from collections.abc import Callable
 from typing import Any, cast
 
+import numpy
+
 from ..._core import device as _device
 from ..._core import ladder as _ladder
 from ..._core.launch import PLANS, finish_out, prepare_out
@@ -177,6 +179,9 @@ def _run(operation: str, planned: tuple, x: Any, out: Any) -> Any:
     if program is None:
         if operation in ("argmin", "argmax"):  # an empty result, or each of one element: index 0
             return finish_out(cupy.zeros(out_shape, dtype=result_dtype), out, direct=False)
+        if x.size == 0 and operation == "mean":  # the mean of nothing is NaN (or no result)
+            return finish_out(cupy.full(out_shape, numpy.nan, dtype=result_dtype), out,
+                              direct=False)
         if x.size == 0:  # the identity of + or *, or an empty result
             fill = cupy.ones if operation == "prod" else cupy.zeros
             return finish_out(fill(out_shape, dtype=result_dtype), out, direct=False)

@@ -15,14 +15,14 @@ import numpy
 
 from ..._core.axes import axis_index
 
-__all__ = ["OPERATORS", "ARG_OPERATORS", "EAGER_OPERATORS", "C_TYPES", "KERNEL_C_TYPES", "MOMENTS", "arg_accumulator", "reduction_result_dtype",
+__all__ = ["OPERATORS", "ARG_OPERATORS", "EAGER_OPERATORS", "C_TYPES", "KERNEL_C_TYPES", "MOMENTS", "MEAN", "arg_accumulator", "reduction_result_dtype",
            "normalize_axis", "accumulator", "writes", "to_result", "reachable", "real_part",
            "mean_result_dtype"]
 
 #: The kernels' operator type of each reduction. ``var`` stands for the moments that var, std
 #: (and, in gpukernels.dask, mean) are finished from: its kernels write :data:`MOMENTS`.
-OPERATORS = {"sum": "SumOp", "prod": "ProdOp", "min": "MinOp", "max": "MaxOp", "var": "MomentsOp",
-             "argmin": "ArgMinOp", "argmax": "ArgMaxOp"}
+OPERATORS = {"sum": "SumOp", "prod": "ProdOp", "min": "MinOp", "max": "MaxOp", "mean": "MeanOp",
+             "var": "MomentsOp", "argmin": "ArgMinOp", "argmax": "ArgMaxOp"}
 ARG_OPERATORS = ("ArgMinOp", "ArgMaxOp")
 #: The operators whose kernels compile at import; the others (var's moments, argmin, argmax)
 #: on first use.
@@ -57,8 +57,10 @@ def arg_accumulator(value: numpy.dtype) -> numpy.dtype:
 
 #: The value types of argmin's and argmax's accumulators (float16 compares in float32).
 _ARG_VALUES = [d for d in C_TYPES if d.kind in "biuf" and d != numpy.dtype(numpy.float16)]
+#: mean's accumulator (``gk_mean``): the sum and the count, in float64.
+MEAN = numpy.dtype([("sum", numpy.float64), ("count", numpy.float64)])
 #: The C type of every dtype a reduction kernel reads, accumulates or writes.
-KERNEL_C_TYPES = {**C_TYPES, MOMENTS: "gk_moments",
+KERNEL_C_TYPES = {**C_TYPES, MOMENTS: "gk_moments", MEAN: "gk_mean",
                   **{arg_accumulator(v): f"gk_arg<{C_TYPES[v]}>" for v in _ARG_VALUES}}
 I64, U64, F16, F32, F64 = (numpy.dtype(t) for t in (numpy.int64, numpy.uint64, numpy.float16,
                                                     numpy.float32, numpy.float64))
@@ -120,6 +122,11 @@ def _result_dtype(operation: str, dtype: numpy.dtype, requested: Any = None) -> 
         result = getattr(numpy, operation)(numpy.ones(1, dtype=dtype), dtype=requested).dtype
     if operation == "var" and result.kind != "f":
         raise TypeError(f"{operation} gives a float dtype, not {result}")
+    if operation == "mean" and (result.kind != "f" or dtype.kind == "c"):
+        # the kernels' mean: real float results of real input (gpukernels.mean divides a sum
+        # for the others)
+        raise TypeError(f"the mean kernels give real float results of real input, not {result} "
+                        f"of {dtype}")
     if result not in C_TYPES:
         raise TypeError(f"{operation} cannot produce dtype {result}")
     return result
@@ -160,6 +167,8 @@ def accumulator(op: str, in_dtype: numpy.dtype, result_dtype: numpy.dtype,
     kind = result_dtype.kind
     if op == "MomentsOp":  # every input read as it is, into float64 moments
         return in_dtype, MOMENTS
+    if op == "MeanOp":  # every input read as it is, summed in float64 with its count
+        return in_dtype, MEAN
     if op in ARG_OPERATORS:  # values compared in the input's type (float16 in float32)
         return in_dtype, arg_accumulator(F32 if in_dtype == F16 else in_dtype)
     if op in ("MinOp", "MaxOp"):
@@ -189,6 +198,8 @@ def writes(op: str, read_dtype: numpy.dtype, acc_dtype: numpy.dtype, result_dtyp
     outputs = [acc_dtype]
     if op in ARG_OPERATORS:
         outputs.append(I64)  # the index
+    if op == "MeanOp":
+        outputs += [F16, F32, F64]  # the sum over the count, rounded once
     if acc_dtype == F32:
         outputs.append(F16)  # float16 results accumulated in float32
     if op == "SumOp" and acc_dtype == F64 and read_dtype in (F32, F64):
@@ -218,8 +229,8 @@ def reachable(operation: str, float32_sums_in_float64: bool, full: bool) -> tupl
     requests = [None] if operation in ("min", "max", "argmin", "argmax") else [None, *C_TYPES]
     triples = []
     for in_dtype in C_TYPES:
-        if op == "MomentsOp" and in_dtype.kind == "c":
-            continue  # complex data is read as its real and imaginary parts (real_part)
+        if op in ("MomentsOp", "MeanOp") and in_dtype.kind == "c":
+            continue  # var reads complex data as its two parts; mean of complex sums it
         for requested in requests:
             try:
                 with warnings.catch_warnings():  # complex summed to a real dtype: NumPy warns
