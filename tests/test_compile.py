@@ -198,7 +198,8 @@ def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
 
 
 def _reduction_requests(operation):
-    requests = [None] if operation in ("min", "max") else [None, *NUMERIC_DTYPES]
+    requests = [None] if operation in ("min", "max", "argmin", "argmax", "mean") \
+        else [None, *NUMERIC_DTYPES]
     for dtype, requested in itertools.product(NUMERIC_DTYPES, requests):
         try:
             result = reduce_dtypes.reduction_result_dtype(operation, dtype, requested)

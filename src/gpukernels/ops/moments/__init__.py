@@ -1,7 +1,9 @@
 """Means and spreads with NumPy semantics: :func:`mean`, :func:`var` and :func:`std`.
 
-:func:`mean` is :func:`gpukernels.sum` (in float64 for real results, the input read as it is)
-divided by the count in one elementwise launch. :func:`var` and :func:`std` read the data once:
+:func:`mean` of real data is one launch of the reduction kernels with a mean operator
+(``MeanOp``: the float64 sum and the count, divided at the last write); a complex mean, or an
+integer ``dtype=``, is a sum divided as NumPy divides it. :func:`var` and :func:`std` read the
+data once:
 the reduction kernels, every rung of ``gpukernels.methods("reduce")`` and the row and column
 kernels alike, fold the moments of the elements (count, mean, sum of squared deviations) with
 Chan, Golub and LeVeque's pairwise merge in float64 (``MomentsOp`` in
@@ -90,10 +92,11 @@ class _MeanPlan:
     def __init__(self, x: Any, axis: Any, dtype: Any, keepdims: bool) -> None:
         self.result_dtype = mean_result_dtype(x.dtype, dtype)
         self.out_shape, self.count = _shape_and_count(x, axis, keepdims)
-        # Real float results of real input: the reductions' own mean (MeanOp: the sum and the
-        # count in float64, divided at the last write), one launch like a sum. Complex results
-        # and integer dtype= requests: a sum divided as NumPy divides it.
-        self.kernels = self.result_dtype.kind == "f" and x.dtype.kind != "c"
+        # The default result of real input (float64, or the input's float dtype): the
+        # reductions' own mean (MeanOp: the sum and the count in float64, divided at the last
+        # write), one launch like a sum. Complex data and other dtype= requests: a sum divided
+        # as NumPy divides it.
+        self.kernels = x.dtype.kind != "c" and self.result_dtype == mean_result_dtype(x.dtype)
 
 
 def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
@@ -106,7 +109,7 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
     if plan.count == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     if plan.kernels:  # 2. allocate and 3. launch as the reductions do
-        return _reduce._reduce("mean", x, axis, dtype, keepdims, method, out)
+        return _reduce._reduce("mean", x, axis, None, keepdims, method, out)
     if out is not None:
         prepare_out(out, plan.out_shape, plan.result_dtype, x.data.device_id, (x,),
                     casting="unsafe")
@@ -261,7 +264,7 @@ _PARAMETERS = """
     method : str, optional
         A rung of ``gpukernels.methods("reduce")``, or ``"auto"``, for reductions to one
         element (reductions that keep axes use the row and column kernels). ``"auto"`` is
-        ``one_pass``; for var and std of 2**25 elements or more, ``shuffle``.
+        ``one_pass``; for 2**25 elements or more, ``shuffle``.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; the result is cast to its dtype.
 

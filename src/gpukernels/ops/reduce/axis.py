@@ -56,14 +56,17 @@ KERNELS = (ROWS, SHORT_ROWS, COLS, COLS_FOLDED)
 def _groups() -> None:
     # A group per operator and kernel, of every (source, accumulator, written) a plan can ask
     # for: the first pass reads the input's dtype and writes the result's or partials of the
-    # accumulator; later passes (folds, groups of axes) read the accumulator.
+    # accumulator; later passes (folds, groups of axes) read the accumulator. argmin and
+    # argmax reduce one axis: no groups of axes, no accumulator-to-accumulator pass.
     for operation, op in dtypes.OPERATORS.items():
         triples = dtypes.reachable(operation, True, False)
+        one_axis = op in dtypes.ARG_OPERATORS
         for kernel in KERNELS:
             instances = [kernel.instance(op, source, acc, out)
                          for read, acc, written in triples
                          for source, out in ((read, written), (read, acc), (acc, acc),
-                                             (acc, written))]
+                                             (acc, written))
+                         if not (one_axis and source == acc and out == acc)]
             SOURCE.add(f"{kernel.name} {operation}", instances,
                        eager=op in dtypes.EAGER_OPERATORS)
 

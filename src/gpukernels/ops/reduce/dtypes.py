@@ -226,7 +226,9 @@ def reachable(operation: str, float32_sums_in_float64: bool, full: bool) -> tupl
     """Every (read, accumulator, written) dtype triple a reduction can plan, over every input
     dtype and every ``dtype=`` request NumPy accepts: the instance lists come from this."""
     op = OPERATORS[operation]
-    requests = [None] if operation in ("min", "max", "argmin", "argmax") else [None, *C_TYPES]
+    # min, max, argmin, argmax take no dtype=; gpukernels.mean sends dtype= requests to a sum
+    requests = [None] if operation in ("min", "max", "argmin", "argmax", "mean") else \
+        [None, *C_TYPES]
     triples = []
     for in_dtype in C_TYPES:
         if op in ("MomentsOp", "MeanOp") and in_dtype.kind == "c":

@@ -180,19 +180,20 @@ LADDER = Ladder("reduce", (
 ))
 #: ``method="auto"`` for full reductions.
 AUTO = LADDER["one_pass"]
-# The heavier operators from 2^25 elements on: shuffle's grid-stride wave of 256-thread blocks
-# kept their work fed where one_pass's segments did not (2^28 float32 on an H100, per call,
-# against CUB's sum: var shuffle 0.85, one_pass 0.67, with 1024- or 256-thread blocks alike;
-# argmax 0.97 and 0.74, torch.argmax 0.97; on int32 argmax both match torch); below, one_pass's
-# single launch costs less per call (var at 2^24: one_pass 0.67, shuffle 0.54).
+# Operators with wider accumulators from 2^25 elements on: shuffle's grid-stride wave of
+# 256-thread blocks kept them at the memory's speed where one_pass's segments did not (2^28
+# float32 on an H100, per call, against CUB's sum: var shuffle 0.85, one_pass 0.67, with 1024-
+# or 256-thread blocks alike; argmax 0.97 and 0.74, torch.argmax 0.97; mean 0.97 and 0.88,
+# torch.mean 1.00; on int32 argmax both match torch); below, one_pass's single launch costs
+# less per call (var at 2^24: one_pass 0.67, shuffle 0.54; mean 0.99 and 0.91).
 SHUFFLE_FROM = 2**25
 
 
 def auto(op: str, n: int, dtype: numpy.dtype) -> ReduceRung:
     """The rung ``method="auto"`` runs for a full reduction of ``n`` elements of ``dtype``
-    with ``op``: one_pass, or shuffle for var's moments and float argmin/argmax from
+    with ``op``: one_pass, or shuffle for mean, var's moments and float argmin/argmax from
     SHUFFLE_FROM elements."""
-    heavy = op == "MomentsOp" or (op in dtypes.ARG_OPERATORS and dtype.kind == "f")
+    heavy = op in ("MomentsOp", "MeanOp") or (op in dtypes.ARG_OPERATORS and dtype.kind == "f")
     if heavy and n >= SHUFFLE_FROM:
         return LADDER["shuffle"]  # type: ignore[return-value]
     return AUTO  # type: ignore[return-value]
