@@ -113,8 +113,10 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *,
     if out is not None:
         prepare_out(out, plan.out_shape, plan.result_dtype, x.data.device_id, (x,),
                     casting="unsafe")
-    # 2. Allocate and 3. launch: the sum, then one division into the result.
-    total = _reduce.sum(x, axis=axis, dtype=plan.result_dtype, keepdims=keepdims, method=method)
+    # 2. Allocate and 3. launch: the sum (in float64 for float results, as NumPy sums a float16
+    # mean in float32: no overflow), then one division into the result.
+    total_dtype = F64 if plan.result_dtype.kind == "f" else plan.result_dtype
+    total = _reduce.sum(x, axis=axis, dtype=total_dtype, keepdims=keepdims, method=method)
     with _on_device(x):
         result = _device.cupy.empty(plan.out_shape, plan.result_dtype)
         _device.cupy.true_divide(total, plan.count, out=result, casting="unsafe")
