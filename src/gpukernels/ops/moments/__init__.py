@@ -1,14 +1,14 @@
 """Means and spreads with NumPy semantics: :func:`mean`, :func:`var` and :func:`std`.
 
 :func:`mean` of real data is one launch of the reduction kernels with a mean operator
-(``MeanOp``: the float64 sum and the count, divided at the last write); a complex mean, or an
-integer ``dtype=``, is a sum divided as NumPy divides it. :func:`var` and :func:`std` read the
-data once:
-the reduction kernels, every rung of ``gpukernels.methods("reduce")`` and the row and column
-kernels alike, fold the moments of the elements (count, mean, sum of squared deviations) with
-Chan, Golub and LeVeque's pairwise merge in float64 (``MomentsOp`` in
-``kernels/reduce/common.cuh``), and one elementwise kernel divides by ``n - ddof`` (and takes the
-square root for std). Complex data is read as its real and imaginary parts, whose variances add.
+(``MeanOp``: the float64 sum and the count, divided at the last write); a complex mean, or a
+``dtype=`` other than the default, is a sum divided as NumPy divides it. :func:`var` and
+:func:`std` read the data once: the reduction kernels, every rung of
+``gpukernels.methods("reduce")`` and the row and column kernels alike, fold the moments of the
+elements (count, mean, sum of squared deviations) with Chan, Golub and LeVeque's pairwise merge
+in float64 (``MomentsOp`` in ``kernels/reduce/common.cuh``), and one elementwise kernel
+(``kernels/moments/moments.cu``) divides by ``n - ddof`` (and takes the square root for std).
+Complex data is read as its real and imaginary parts, whose variances add.
 """
 
 from __future__ import annotations
