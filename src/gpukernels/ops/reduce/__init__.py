@@ -1,7 +1,8 @@
 """Reductions with NumPy semantics: :func:`sum`, :func:`prod`, :func:`min`, :func:`max`.
 
 All four share one ladder of kernels for full reductions (``gpukernels.methods("reduce")``,
-:mod:`.rungs`), templated on the operator. Reductions that keep some axes (``axis=0`` of a
+:mod:`.rungs`), templated on the operator; so do mean, var, std (:mod:`..moments`), argmin and
+argmax (:mod:`..argreduce`), with operators of their own. Reductions that keep some axes (``axis=0`` of a
 matrix, say) go to the row and column kernels of :mod:`.axis`, whichever rung is asked for.
 Each input layout is planned once into a :class:`~.program.Program` (kept in
 :data:`~gpukernels._core.launch.PLANS`) that later calls only replay.
@@ -145,7 +146,9 @@ def _planned(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, meth
 
 def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
             out: Any) -> Any:
-    """The body shared by :func:`sum`, :func:`prod`, :func:`min` and :func:`max`."""
+    """The body shared by :func:`sum`, :func:`prod`, :func:`min` and :func:`max`, and by
+    gpukernels.mean (its default dtypes), argmin and argmax, whose operators these kernels
+    also run."""
     # 1. Validate, and plan once per layout.
     cupy = _device.cupy
     if cupy is None or type(x) is not cupy.ndarray:
