@@ -32,6 +32,30 @@ def test_result_dtype_is_int64_and_complex_is_refused():
             reduction_result_dtype(operation, numpy.dtype("float32"), "int32")
 
 
+def test_accumulators_match_the_kernels_layout_and_write_the_index():
+    from gpukernels.ops.reduce import dtypes
+
+    for dtype in DTYPES:
+        read, acc = dtypes.accumulator("ArgMaxOp", dtype, numpy.dtype(numpy.int64), True)
+        value = numpy.dtype(numpy.float32) if dtype == numpy.float16 else dtype
+        assert read == dtype and acc.fields["value"][0] == value
+        # gk_arg<V>: V, then an 8-byte-aligned int64: 16 bytes, two float64 words for CuPy
+        assert acc.itemsize == 16 and acc.fields["index"][1] == 8
+        assert dtypes.KERNEL_C_TYPES[acc] == f"gk_arg<{dtypes.C_TYPES[value]}>"
+        assert dtypes.writes("ArgMaxOp", read, acc, numpy.dtype(numpy.int64), full=True) == \
+            numpy.int64
+
+
+def test_auto_sends_large_float_searches_to_shuffle():
+    from gpukernels.ops.reduce import rungs
+
+    f32, i32 = numpy.dtype(numpy.float32), numpy.dtype(numpy.int32)
+    assert rungs.auto("ArgMaxOp", 2**25, f32).name == "shuffle"
+    assert rungs.auto("ArgMaxOp", 2**25 - 1, f32).name == "one_pass"
+    assert rungs.auto("ArgMinOp", 2**28, i32).name == "one_pass"
+    assert rungs.auto("SumOp", 2**28, f32).name == "one_pass"
+
+
 # ---- GPU: every rung against NumPy -------------------------------------------------------------
 
 cupy = pytest.importorskip("cupy")

@@ -98,6 +98,46 @@ def test_the_finish_launches_only_compiled_instances():
             assert launch.grid[0] * launch.block[0] >= 10**6 + 1
 
 
+def test_accumulators_match_the_kernels_layout():
+    from gpukernels.ops.reduce import dtypes, rungs
+
+    # gk_mean {double sum, count} and gk_moments {double count, mean, m2}: CuPy allocates
+    # them as 2 and 3 float64 per element
+    assert dtypes.MEAN.itemsize == 16 and dtypes.MOMENTS.itemsize == 24
+    f16, f32, f64 = (numpy.dtype(t) for t in ("float16", "float32", "float64"))
+    for dtype in DTYPES:
+        if dtype.kind == "c":
+            continue
+        assert dtypes.accumulator("MeanOp", dtype, f64, True) == (dtype, dtypes.MEAN)
+        assert dtypes.accumulator("MomentsOp", dtype, f64, True) == (dtype, dtypes.MOMENTS)
+    # a mean is written straight as its result; the moments go to the finish
+    for result in (f16, f32, f64):
+        assert dtypes.writes("MeanOp", f32, dtypes.MEAN, result, full=False) == result
+        assert dtypes.writes("MomentsOp", f32, dtypes.MOMENTS, result, full=True) == \
+            dtypes.MOMENTS
+    assert rungs.auto("MeanOp", 2**25, f32).name == "shuffle"
+    assert rungs.auto("MomentsOp", 2**25, numpy.dtype("int32")).name == "shuffle"
+    assert rungs.auto("MomentsOp", 2**24, f32).name == "one_pass"
+
+
+def test_plans_are_cached_under_their_own_keys():
+    from gpukernels.ops import moments
+
+    class Fake:  # what the key reads of an array
+        shape, strides, dtype, ndim = (4, 5), (20, 4), numpy.dtype("float32"), 2
+
+        class data:
+            ptr, device_id = 256, 0
+
+    x = Fake()
+    mean_key = moments._layout_key("mean", x, 1, None, False, "auto")
+    assert mean_key[0] == "moments"  # never a reduction's key of the same shape
+    assert moments._layout_key("var", x, 1, None, False, "auto", 1, int) != \
+        moments._layout_key("var", x, 1, None, False, "auto", True, bool)
+    assert moments._layout_key("mean", x, [1], None, False, "auto") is None  # a list
+    assert moments._layout_key("mean", x, 1.0, None, False, "auto") is None  # validated
+
+
 # ---- GPU: every rung against NumPy -------------------------------------------------------------
 
 cupy = pytest.importorskip("cupy")
