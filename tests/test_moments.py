@@ -138,6 +138,29 @@ def test_plans_are_cached_under_their_own_keys():
     assert moments._layout_key("mean", x, 1.0, None, False, "auto") is None  # validated
 
 
+@pytest.mark.parametrize("operation", OPERATIONS + ("argmin", "argmax"))
+def test_benchmark_candidates_hold_the_libraries_to_numpys_bound(operation, monkeypatch):
+    # the benchmark's candidates on host data, NumPy standing in for CuPy: the ceiling, the
+    # library peer (NumPy's float32 result passes the peers' check) and one row per rung
+    from gpukernels._core import device
+    from gpukernels._core.ladder import OPERATIONS as REGISTRY
+    from gpukernels.benchmark.sweep import Case
+
+    monkeypatch.setattr(device, "cupy", numpy)
+    monkeypatch.setattr(device, "torch_on_gpu", lambda: None)
+    spec = REGISTRY[operation].bench
+    assert spec.ceiling.startswith("cupy.sum (CUB)")
+    for options in ((), (("axis", 0),)):
+        case = Case(operation, (3000, 40), "float32", "size" if not options else "axis", options)
+        candidates, work, notes = spec.candidates(case, RUNGS, 7, torch=True)
+        ceiling, peer, *rungs = candidates
+        assert (ceiling.role, peer.method, peer.role) == ("ceiling", f"cupy.{operation}",
+                                                          "library")
+        assert peer.check(peer.run())
+        assert [r.method for r in rungs] == (list(RUNGS) if not options else ["axis kernels"])
+        assert work == 3000 * 40 * 4 / 1e9 and notes["input_bytes"] == 3000 * 40 * 4
+
+
 # ---- GPU: every rung against NumPy -------------------------------------------------------------
 
 cupy = pytest.importorskip("cupy")

@@ -522,8 +522,10 @@ def _merge_moments(states: Any, axis: tuple, keepdims: bool) -> Any:
     """Moments merged over ``axis`` (the combine step): with the merged count and mean, each
     part's squared deviations plus its count times its mean's squared distance from the
     merged mean, added in a fixed order."""
-    if isinstance(states, list):  # several block axes at once: Dask hands nested lists
-        states = _concatenate(states, axis)
+    if isinstance(states, list):  # a nested list per reduced block axis, as Dask hands them
+        from dask.array.core import _concatenate2
+
+        states = _concatenate2(states, axes=list(axis))
     xp = numpy if isinstance(states, numpy.ndarray) else _device.cupy
     count, mean, m2 = states[..., 0], states[..., 1], states[..., 2]
     total = count.sum(axis=axis, keepdims=True)
@@ -533,22 +535,6 @@ def _merge_moments(states: Any, axis: tuple, keepdims: bool) -> Any:
         spread = xp.where(count > 0, m2 + count * xp.square(mean - merged_mean), 0.0)
     merged = xp.stack([total, merged_mean, spread.sum(axis=axis, keepdims=True)], axis=-1)
     return merged if keepdims else merged.squeeze(axis)
-
-
-def _concatenate(parts: list, axis: tuple) -> Any:
-    from dask.array.core import concatenate_lookup
-
-    depth, probe = 0, parts
-    while isinstance(probe, list):
-        depth, probe = depth + 1, probe[0]
-    concatenate = concatenate_lookup.dispatch(type(probe))
-
-    def join(nested: Any, level: int) -> Any:
-        if not isinstance(nested, list):
-            return nested
-        return concatenate([join(p, level + 1) for p in nested], axis=axis[level])
-
-    return join(parts, 0)
 
 
 def _finish_moments(name: str, count: int, ddof: float, result_dtype: numpy.dtype, states: Any,

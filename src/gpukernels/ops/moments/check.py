@@ -12,9 +12,8 @@ import numpy
 
 from ..._core import device as _device
 from ..._core.compare import within
-from ..._core.ladder import OPERATIONS, BenchSpec
-from ..reduce.axis import PLAN_NAME
-from ..reduce.check import REDUCE_AXIS_CASES, inputs, size_and_axis_cases
+from ..._core.ladder import BenchSpec
+from ..reduce.check import REDUCE_AXIS_CASES, inputs, one_read_bench
 from ..reduce.dtypes import (
     mean_result_dtype,
     normalize_axis,
@@ -105,81 +104,32 @@ def make_spread_reference(operation: str) -> Callable[..., tuple]:
 
 # --- the benchmark ------------------------------------------------------------------------------------
 
-#: The libraries' functions timed beside the rungs.
-_TORCH = {"mean": "mean", "var": "var", "std": "std"}
-
-
-def _main_cases(operation: str, quick: bool) -> list:
-    from ...benchmark.sweep import Case
-
-    inputs_ = [((2**22,), "float32")] if quick else [((2**28,), "float32")]
-    return [Case(operation, shape, dtype, "main", (("torch", False),)) for shape, dtype in inputs_]
-
-
-def _candidates(case: Any, methods: tuple[str, ...], seed: int, *, torch: bool = True,
-                **_: Any) -> tuple[list, float, dict]:
-    from ...benchmark.sweep import Candidate
-
-    cupy = _device.cupy
-    operation = case.operation
-    op = OPERATIONS[operation]
-    kwargs = {k: v for k, v in case.options if k == "axis"}
-    use_torch = torch and dict(case.options).get("torch", True)
-    (x,), _ = inputs(case.shape, case.dtype, seed, xp=cupy)
+def _checks(op: Any, x: Any, kwargs: dict) -> tuple:
+    """The rungs' check (the kernels' bound) and the peers' (NumPy's: the libraries accumulate
+    float32 in float32, as NumPy does)."""
     result_dtype = op.result_dtype(x)
-    want, bound = op.reference(x, xp=cupy, **kwargs)
-    # the libraries accumulate float32 in float32, as NumPy does: held to that bound
-    _, peer_bound = op.reference(x, xp=cupy, accumulated_in=result_dtype, **kwargs)
+    want, bound = op.reference(x, xp=_device.cupy, **kwargs)
+    _, peer_bound = op.reference(x, xp=_device.cupy, accumulated_in=result_dtype, **kwargs)
 
     def check(out: Any, bound: Any = bound) -> bool:
-        out = cupy.asarray(out)
+        out = _device.cupy.asarray(out)
         return out.shape == want.shape and out.dtype == result_dtype and within(out, want, bound)
 
-    def check_peer(out: Any) -> bool:
-        return check(out, peer_bound)
+    return check, lambda out: check(out, peer_bound)
 
-    # The ceiling: CUB's sum of the same input, which reads it once at the memory's speed.
-    candidates = [Candidate("cupy.sum (CUB)", "ceiling", lambda: cupy.sum(x, **kwargs),
-                            lambda out: True)]
-    library = getattr(cupy, operation)
-    candidates.append(Candidate(f"cupy.{operation}", "library", lambda: library(x, **kwargs),
-                                check_peer))
-    # torch.mean, var and std take floating-point and complex tensors only
-    library_torch = _device.torch_on_gpu() if use_torch and x.dtype.kind in "fc" else None
-    if library_torch is not None:
-        tensor = library_torch.from_dlpack(x)  # the same device memory: no copy
-        torch_fn = getattr(library_torch, _TORCH[operation])
-        axis = kwargs.get("axis")
-        torch_kwargs: dict = {} if axis is None else {"dim": axis}
-        if operation != "mean":
-            torch_kwargs["correction"] = 0
-        candidates.append(Candidate(f"torch.{_TORCH[operation]}", "library",
-                                    lambda: torch_fn(tensor, **torch_kwargs),
-                                    lambda out: check_peer(cupy.from_dlpack(out))))
-    if "axis" not in kwargs:
-        candidates += [Candidate(m, "rung", functools.partial(op.function, x, method=m), check)
-                       for m in methods]
-    else:  # every rung sends these to the same row and column kernels
-        candidates.append(Candidate(PLAN_NAME, "rung",
-                                    lambda: op.function(x, axis=kwargs["axis"]), check))
-    notes = {"input_bytes": x.nbytes}
-    if "axis" in kwargs:
-        notes["axis"] = kwargs["axis"]
-    return candidates, x.nbytes / 1e9, notes
+
+def _torch_options(operation: str, x: Any) -> dict | None:
+    """torch.mean, var and std take floating-point and complex tensors only; var and std with
+    NumPy's default ddof of 0."""
+    if x.dtype.kind not in "fc":
+        return None
+    return {} if operation == "mean" else {"correction": 0}
 
 
 def make_bench(operation: str) -> BenchSpec:
-    """The benchmark spec of mean, var or std: CUB's sum of the same input as the ceiling (one
-    read of the data), CuPy's and PyTorch's functions as peers."""
-    return BenchSpec(
-        unit="GB/s", work="bytes read", ceiling="cupy.sum (CUB) of the same input",
-        peers=f"cupy.{operation}; torch.{_TORCH[operation]} on the same memory via DLPack, when "
-              "PyTorch imports",
-        defaults={"sizes": (2**16, 2**20, 2**24, 2**26, 2**28), "dtypes": ("float32",),
-                  "shapes": (), "axis_cases": REDUCE_AXIS_CASES[:6], "axis_dtype": "float32",
-                  "torch": True},
-        quick={"sizes": (2**10, 10**5),
-               "axis_cases": (((512, 512), 0), ((512, 512), 1), ((1000, 2), 1))},
-        cases=size_and_axis_cases, candidates=_candidates, main_cases=_main_cases,
-        options=("axis_cases", "axis_dtype", "torch"),
-        title=f"{operation}: achieved bandwidth against input size")
+    """The benchmark spec of mean, var or std (see
+    :func:`gpukernels.ops.reduce.check.one_read_bench`)."""
+    return one_read_bench(operation, checks=_checks,
+                          torch_options=functools.partial(_torch_options, operation),
+                          main_dtypes=("float32",), dtypes=("float32",),
+                          axis_cases=REDUCE_AXIS_CASES[:6])

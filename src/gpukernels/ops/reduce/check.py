@@ -17,7 +17,7 @@ from ..._core.ladder import OPERATIONS, BenchSpec
 from .axis import PLAN_NAME
 from .dtypes import normalize_axis, reduction_result_dtype
 
-__all__ = ["inputs", "make_reference", "make_bench", "size_and_axis_cases"]
+__all__ = ["inputs", "make_reference", "make_bench", "size_and_axis_cases", "one_read_bench"]
 
 #: The library reductions timed beside the rungs: CuPy's (the ceiling) and PyTorch's names.
 _CUPY = {"sum": "sum", "prod": "prod", "min": "min", "max": "max"}
@@ -162,3 +162,77 @@ def make_bench(operation: str) -> BenchSpec:
         cases=size_and_axis_cases, candidates=_candidates, main_cases=_main_cases,
         options=("axis_cases", "axis_dtype", "torch"),
         title="Reductions: achieved bandwidth against input size")
+
+
+# --- operations measured against one read of their input (mean, var, std, argmin, argmax) -----
+
+def _against_one_read(case: Any, methods: tuple[str, ...], seed: int, *, torch: bool = True,
+                      checks: Callable[..., tuple], torch_options: Callable[[Any], dict | None],
+                      **_: Any) -> tuple[list, float, dict]:
+    """Candidates of an operation whose ceiling is CUB's sum of the same input (one read at the
+    memory's speed): ``cupy.<operation>`` and ``torch.<operation>`` as peers, the rungs (or the
+    axis kernels). ``checks(op, x, kwargs)`` gives the (rungs', peers') output checks;
+    ``torch_options(x)`` torch's keyword arguments beyond ``dim``, or None where torch does not
+    take the input."""
+    from ...benchmark.sweep import Candidate
+
+    cupy = _device.cupy
+    operation = case.operation
+    op = OPERATIONS[operation]
+    kwargs = {k: v for k, v in case.options if k == "axis"}
+    use_torch = torch and dict(case.options).get("torch", True)
+    (x,), _ = inputs(case.shape, case.dtype, seed, xp=cupy)
+    check, check_peer = checks(op, x, kwargs)
+    candidates = [Candidate("cupy.sum (CUB)", "ceiling", lambda: cupy.sum(x, **kwargs),
+                            lambda out: True)]
+    library = getattr(cupy, operation)
+    candidates.append(Candidate(f"cupy.{operation}", "library", lambda: library(x, **kwargs),
+                                check_peer))
+    options = torch_options(x)
+    library_torch = _device.torch_on_gpu() if use_torch and options is not None else None
+    if library_torch is not None and options is not None:
+        tensor = library_torch.from_dlpack(x)  # the same device memory: no copy
+        torch_fn = getattr(library_torch, operation)
+        torch_kwargs = {**options, **({"dim": kwargs["axis"]} if "axis" in kwargs else {})}
+        candidates.append(Candidate(f"torch.{operation}", "library",
+                                    lambda: torch_fn(tensor, **torch_kwargs),
+                                    lambda out: check_peer(cupy.from_dlpack(out))))
+    if "axis" not in kwargs:
+        candidates += [Candidate(m, "rung", functools.partial(op.function, x, method=m), check)
+                       for m in methods]
+    else:  # every rung sends these to the same row and column kernels
+        candidates.append(Candidate(PLAN_NAME, "rung",
+                                    lambda: op.function(x, axis=kwargs["axis"]), check))
+    notes = {"input_bytes": x.nbytes}
+    if "axis" in kwargs:
+        notes["axis"] = kwargs["axis"]
+    return candidates, x.nbytes / 1e9, notes
+
+
+def one_read_bench(operation: str, *, checks: Callable[..., tuple],
+                   torch_options: Callable[[Any], dict | None], main_dtypes: Sequence[str],
+                   dtypes: Sequence[str], axis_cases: Sequence[tuple]) -> BenchSpec:
+    """The benchmark spec of an operation measured against CUB's sum of the same input (one read
+    of the data), with CuPy's and PyTorch's functions of its name as peers (see
+    :func:`_against_one_read`); the main job times 2^28 elements of each of ``main_dtypes``."""
+
+    def main_cases(name: str, quick: bool) -> list:
+        from ...benchmark.sweep import Case
+
+        inputs_ = [((2**22,), "float32")] if quick else [((2**28,), d) for d in main_dtypes]
+        return [Case(name, shape, dtype, "main", (("torch", False),)) for shape, dtype in inputs_]
+
+    return BenchSpec(
+        unit="GB/s", work="bytes read", ceiling="cupy.sum (CUB) of the same input",
+        peers=f"cupy.{operation}; torch.{operation} on the same memory via DLPack, when "
+              "PyTorch imports",
+        defaults={"sizes": (2**16, 2**20, 2**24, 2**26, 2**28), "dtypes": tuple(dtypes),
+                  "shapes": (), "axis_cases": tuple(axis_cases), "axis_dtype": "float32",
+                  "torch": True},
+        quick={"sizes": (2**10, 10**5),
+               "axis_cases": (((512, 512), 0), ((512, 512), 1), ((1000, 2), 1))},
+        cases=size_and_axis_cases,
+        candidates=functools.partial(_against_one_read, checks=checks,
+                                     torch_options=torch_options),
+        main_cases=main_cases, options=("axis_cases", "axis_dtype", "torch"),
+        title=f"{operation}: achieved bandwidth against input size")

@@ -97,24 +97,16 @@ def reduction_result_dtype(operation: str, dtype: numpy.dtype, requested: Any = 
 def _result_dtype(operation: str, dtype: numpy.dtype, requested: Any = None) -> numpy.dtype:
     if dtype.kind not in "biufc":
         raise TypeError(f"{operation} supports bool, integer, float and complex dtypes, not {dtype}")
-    if operation in ("argmin", "argmax"):
+    if operation in ("min", "max", "argmin", "argmax"):  # comparisons: no dtype=, no complex
+        gives = "int64 indices" if operation.startswith("arg") else "the input's dtype"
         if requested is not None:
-            raise TypeError(f"{operation} has no dtype argument; it gives int64 indices")
+            raise TypeError(f"{operation} has no dtype argument; it gives {gives}")
         if dtype.kind == "c":
             raise TypeError(f"{operation} of complex numbers is not supported; compare .real "
                             "and .imag explicitly")
         if dtype not in C_TYPES:
             raise TypeError(f"{operation} does not support dtype {dtype}")
-        return I64
-    if operation in ("min", "max"):
-        if requested is not None:
-            raise TypeError(f"{operation} has no dtype argument; it keeps the input's dtype")
-        if dtype.kind == "c":
-            raise TypeError(f"{operation} of complex numbers is not supported; compare .real "
-                            "and .imag explicitly")
-        if dtype not in C_TYPES:
-            raise TypeError(f"{operation} does not support dtype {dtype}")
-        return dtype
+        return I64 if operation.startswith("arg") else dtype
     if requested is not None and numpy.dtype(requested).kind not in "biufc":
         raise TypeError(f"{operation} cannot produce dtype {numpy.dtype(requested)}")
     with warnings.catch_warnings():  # complex to a real dtype: the answer, not NumPy's warning

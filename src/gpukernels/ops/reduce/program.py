@@ -60,9 +60,9 @@ def scratch(partials: int, tickets: int) -> tuple:
 
 
 def empty(shape: tuple, dtype: numpy.dtype) -> Any:
-    """A new device array for a buffer of ``shape`` and ``dtype``; a structured dtype (var's
-    moments, which CuPy cannot allocate) as that many float64 fields per element, in a
-    trailing axis."""
+    """A new device array for a buffer of ``shape`` and ``dtype``; a structured accumulator
+    (mean's, var's moments, argmin's and argmax's: CuPy allocates no structured dtype) as its
+    size in float64 words per element, in a trailing axis."""
     cupy = _device.cupy
     if dtype.fields is not None:
         return cupy.empty(shape + (dtype.itemsize // 8,), dtype=numpy.float64)
@@ -137,7 +137,8 @@ class Program:
             self.simple = (launches[0][1], *self.buffers[1])
 
     def _itemsize(self, buffer: int, array: Any) -> int:
-        """Bytes per element of ``buffer`` (``array``; a moments buffer is 3 float64 each)."""
+        """Bytes per element of ``buffer`` (``array``; a structured accumulator's, not the
+        float64 words it is allocated as)."""
         spec = self.buffers[buffer]
         return array.itemsize if spec is None else spec[1].itemsize
 
@@ -156,9 +157,9 @@ class Program:
                 buffers[target] = buffers[source].astype(dtype, order="C", copy=False)
                 continue
             _, call, views = step
-            if views:  # offsets count elements of the buffer's dtype (moments included)
-                call(*buffers, *(cupy.ndarray((1,), buffers[b].dtype,
-                                              memptr=buffers[b].data + offset * self._itemsize(b, buffers[b]))
+            if views:  # offsets count elements of the buffer's dtype (accumulators included)
+                call(*buffers, *(cupy.ndarray((1,), buffers[b].dtype, memptr=buffers[b].data +
+                                              offset * self._itemsize(b, buffers[b]))
                                  for b, offset in views))
             else:
                 call(*buffers)
