@@ -14,6 +14,7 @@ import pytest
 
 import gpukernels as gk
 import references as reference
+from gpukernels._core import floats
 from gpukernels._core.ladder import OPERATIONS
 from gpukernels.ops import matmul as matmul_mod
 from gpukernels.ops.matmul import rungs as matmul_rungs
@@ -231,6 +232,34 @@ def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):
     # Below 8.0 (no tensor cores) float16 runs on the SIMT rungs.
     assert matmul_rungs.choose(_problem(75, "float16", "highest")).name in ("warp_tiled",
                                                                               "large_tile")
+    # bfloat16 as float16: the tensor cores where there are some, float32 sums elsewhere.
+    bf16 = _problem(capability, floats.BFLOAT16, "highest")
+    assert matmul_rungs.choose(bf16).name == expected
+    assert matmul_rungs.choose(bf16).plan(bf16).compute == floats.BFLOAT16
+    slow = matmul_rungs.LADDER["warp_tiled"].plan(bf16)
+    assert slow.compute == numpy.float32 and slow.instance("int", True).startswith(
+        "matmul_warp_tiled<float, ")
+
+
+BF16_PROMOTIONS = [("bfloat16", "bfloat16", "bfloat16"), ("bfloat16", "float32", "float32"),
+                   ("float64", "bfloat16", "float64"), ("int8", "bfloat16", "bfloat16"),
+                   ("bfloat16", "bool", "bfloat16"), ("uint8", "bfloat16", "bfloat16"),
+                   ("bfloat16", "float16", None), ("int32", "bfloat16", None),
+                   ("bfloat16", "complex64", None), ("bfloat16", "V2", None)]
+
+
+@pytest.mark.parametrize("a, b, want", BF16_PROMOTIONS)
+def test_matmul_bfloat16_result_dtypes(a, b, want):
+    names = {"bfloat16": floats.BFLOAT16}
+    a_dtype, b_dtype = (names.get(d) or numpy.dtype(d) for d in (a, b))
+    if want is None:  # no common dtype, no complex kernel, or not a number: TypeError
+        with pytest.raises(TypeError):
+            matmul_mod.result_dtype(a_dtype, b_dtype)
+        return
+    assert matmul_mod.result_dtype(a_dtype, b_dtype) == (names.get(want) or numpy.dtype(want))
+    # ml_dtypes' own promotion, as NumPy applies it to arrays (NumPy's matmul loop for two
+    # bfloat16 operands returns float32; PyTorch's and ours return bfloat16).
+    assert numpy.result_type(a_dtype, b_dtype) == matmul_mod.result_dtype(a_dtype, b_dtype)
 
 
 def test_matmul_wgmma_needs_hopper_and_32_bit_extents():

@@ -475,7 +475,9 @@ def test_held_time_leaves_out_host_time_and_falls_back_when_the_call_waits():
     timing = Timing(repeat=5, call_repeat=5, warmup=1, max_seconds=1.0)
     notes = _timing.time_call(slow_host, timing, 0.0)
     assert notes["held"] is True and notes["runs"] == 5
-    assert notes["call_ms"] >= 20.0  # one call from Python waits through the sleep
+    # One call from Python waits through the sleep. (Its start event is stamped when the GPU
+    # reaches it, a little late on a GPU that other test workers keep busy: 19.9 ms was seen.)
+    assert notes["call_ms"] >= 18.0
     assert notes["time_ms"] < 10.0  # the device work alone does not
 
     def waits_on_the_device():  # the hold cannot outlast a synchronisation inside the call
@@ -507,18 +509,22 @@ def test_bench_matmul_small():
     result = benchmark.bench("matmul", sizes=(64, 128), shapes=[(63, 65, 67)], timing=FAST,
                              progress=False)
     assert not result.wrong
-    assert {r.dtype for r in result} == {"float32", "float16", "tf32"}
-    assert_case_complete([r for r in result if r.dtype != "tf32"], MATMUL_RUNGS,
+    assert {r.dtype for r in result} == {"float32", "float16", "bfloat16", "tf32"}
+    assert_case_complete([r for r in result if r.dtype in ("float32", "float16")], MATMUL_RUNGS,
                          "cupy.matmul (cuBLAS)")
     assert all(r.unit == "TFLOP/s" for r in result)
-    # Rungs that do not compute a dtype say so; TF32 runs on the tensor cores only.
+    # Rungs that do not compute a dtype say so; TF32 runs on the tensor cores only, float16 and
+    # bfloat16 on every rung.
     for r in result:
         tensor = r.method in TENSOR_METHODS
-        if r.role == "rung" and (r.dtype == "tf32") != tensor and r.dtype != "float16":
+        if r.role == "rung" and (r.dtype == "tf32") != tensor \
+                and r.dtype not in ("float16", "bfloat16"):
             assert r.status == "not supported", r
-    if any(r.method == "torch.matmul TF32 (cuBLAS)" and r.status == "ok" for r in result):
-        assert_case_complete([r for r in result if r.dtype == "tf32"], TENSOR_METHODS,
-                             "torch.matmul TF32 (cuBLAS)")
+    # PyTorch is the ceiling for TF32 and bfloat16 (CuPy has no per-call TF32 switch).
+    for dtype, rungs, ceiling in (("tf32", TENSOR_METHODS, "torch.matmul TF32 (cuBLAS)"),
+                                  ("bfloat16", MATMUL_RUNGS, "torch.matmul (cuBLAS)")):
+        if any(r.method == ceiling and r.status == "ok" for r in result):
+            assert_case_complete([r for r in result if r.dtype == dtype], rungs, ceiling)
 
 
 @pytest.mark.gpu

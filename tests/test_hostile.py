@@ -31,6 +31,7 @@ from edges_helpers import (
     refused,
 )
 from gpukernels._core import compile as _compile
+from gpukernels._core import floats
 
 cupy = pytest.importorskip("cupy")
 
@@ -60,6 +61,7 @@ def fake_array(shape, typestr, descr=None):
 UNSUPPORTED_TYPESTRS = [
     ("object", "|O8", None), ("unicode", "<U2", None), ("bytes", "|S4", None),
     ("structured", "|V8", [("a", "<i4"), ("b", "<f4")]), ("void", "|V4", None),
+    ("void2", "|V2", None),  # two bytes, but not bfloat16
     ("datetime64", "<M8[s]", None), ("timedelta64", "<m8[s]", None),
 ]
 
@@ -146,6 +148,10 @@ def bad_calls():
                                              out=cupy.empty((3, 5), cupy.int32)), TypeError),
         ("matmul-method-unknown", lambda: gk.matmul(f32(3, 4), f32(4, 5), method="no_such_rung"),
          ValueError),
+        ("matmul-bfloat16-float16", lambda: gk.matmul(cupy.ones((3, 3), floats.BFLOAT16),
+                                                      cupy.ones((3, 3), cupy.float16)), TypeError),
+        ("matmul-bfloat16-int32", lambda: gk.matmul(cupy.ones((3, 3), cupy.int32),
+                                                    cupy.ones((3, 3), floats.BFLOAT16)), TypeError),
     ]
     for name, typestr, descr in UNSUPPORTED_TYPESTRS:
         calls.append((f"transpose-{name}", lambda t=typestr, d=descr: gk.transpose(

@@ -1,4 +1,5 @@
-"""gk.matmul on the tensor cores: float16 (float32 sums) and float32 as TF32, only when asked."""
+"""gk.matmul on the tensor cores: float16 and bfloat16 (float32 sums) and float32 as TF32, only
+when asked."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import gpukernels as gk
 import references as reference
 from edges_helpers import TENSOR_CORE_METHODS
+from gpukernels._core import floats
 from gpukernels._core.launch import record_launches
 from gpukernels.validation import poisoned
 
@@ -16,6 +18,10 @@ cupy = pytest.importorskip("cupy")
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("index_width")]
 
 TENSOR_METHODS = TENSOR_CORE_METHODS
+BFLOAT16 = floats.BFLOAT16
+#: What the tensor cores multiply: (dtype, precision) by name.
+KINDS = {"float16": (numpy.dtype(numpy.float16), "highest"), "bfloat16": (BFLOAT16, "highest"),
+         "tf32": (numpy.dtype(numpy.float32), "tf32")}
 
 
 @pytest.fixture(autouse=True)
@@ -31,9 +37,9 @@ def tensor_cores(request):
 def assert_tensor_close(got, a, b, *, tf32: bool, context: str):
     """``got`` against the float64 product of the host operands.
 
-    float16: exact operands, float32 sums (c * K * eps32), one rounding to float16. TF32: each
-    operand rounded to a 10-bit mantissa, so each term is off by up to about 2**-10 of |a||b|
-    (the bound allows twice that), plus the float32 sums.
+    float16 and bfloat16: exact operands, float32 sums (c * K * eps32), one rounding to the
+    result. TF32: each operand rounded to a 10-bit mantissa, so each term is off by up to about
+    2**-10 of |a||b| (the bound allows twice that), plus the float32 sums.
     """
     want = reference.matmul(a, b)
     got = cupy.asnumpy(got)
@@ -45,7 +51,7 @@ def assert_tensor_close(got, a, b, *, tf32: bool, context: str):
     if tf32:
         bound = bound + 2.0**-9 * magnitude
     else:
-        bound = bound + float(numpy.finfo(numpy.float16).eps) * numpy.abs(want)
+        bound = bound + floats.eps(got.dtype) * numpy.abs(want)
     error = numpy.abs(got.astype(numpy.float64) - want)
     bad = error > bound
     assert not bad.any(), (f"{context}: {bad.sum()} of {bad.size} elements outside the bound, "
@@ -80,54 +86,55 @@ VIEWS = [
 ]
 
 
-@pytest.mark.parametrize("tf32", [False, True], ids=["float16", "tf32"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("shapes", SHAPES, ids=pair_id)
 @pytest.mark.parametrize("method", TENSOR_METHODS + ("auto",))
-def test_tensor_core_matmul_matches_numpy(method, shapes, tf32, rng):
-    dtype = numpy.float32 if tf32 else numpy.float16
+def test_tensor_core_matmul_matches_numpy(method, shapes, kind, rng):
+    dtype, precision = KINDS[kind]
     a = reference.random_array(shapes[0], dtype, rng)
     b = reference.random_array(shapes[1], dtype, rng)
-    precision = "tf32" if tf32 else "highest"
     want_shape = numpy.matmul(a, b).shape
     out = poisoned(want_shape, dtype)
     got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method, out=out, precision=precision)
     assert got is out and got.dtype == dtype
-    assert_tensor_close(got, a, b, tf32=tf32, context=f"{method} {pair_id(shapes)}")
+    assert_tensor_close(got, a, b, tf32=kind == "tf32", context=f"{method} {pair_id(shapes)}")
 
 
-@pytest.mark.parametrize("tf32", [False, True], ids=["float16", "tf32"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("view", VIEWS, ids=[v[0] for v in VIEWS])
 @pytest.mark.parametrize("method", TENSOR_METHODS)
-def test_tensor_core_matmul_strided_views(method, view, tf32, rng):
+def test_tensor_core_matmul_strided_views(method, view, kind, rng):
     name, a_view, b_view, a_shape, b_shape = view
-    dtype = numpy.float32 if tf32 else numpy.float16
+    dtype, precision = KINDS[kind]
     a_base = reference.random_array(a_shape, dtype, rng)
     b_base = reference.random_array(b_shape, dtype, rng)
     a, b = a_view(a_base), b_view(b_base)
     da, db = a_view(cupy.asarray(a_base)), b_view(cupy.asarray(b_base))
-    got = gk.matmul(da, db, method=method, precision="tf32" if tf32 else "highest")
-    assert_tensor_close(got, a, b, tf32=tf32, context=f"{method} {name}")
+    got = gk.matmul(da, db, method=method, precision=precision)
+    assert got.dtype == dtype
+    assert_tensor_close(got, a, b, tf32=kind == "tf32", context=f"{method} {name}")
 
 
-@pytest.mark.parametrize("tf32", [False, True], ids=["float16", "tf32"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("method", TENSOR_METHODS)
-def test_tensor_core_matmul_unaligned_out(method, tf32, rng):
+def test_tensor_core_matmul_unaligned_out(method, kind, rng):
     # An `out` starting one element past an allocation: C's rows are not aligned for the paired
     # stores, which must fall back to single ones.
-    dtype = numpy.float32 if tf32 else numpy.float16
+    dtype, precision = KINDS[kind]
     a = reference.random_array((130, 72), dtype, rng)
     b = reference.random_array((72, 258), dtype, rng)
     out = poisoned((1 + 130 * 258,), dtype)[1:].reshape(130, 258)
     got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method, out=out,
-                    precision="tf32" if tf32 else "highest")
+                    precision=precision)
     assert got is out
-    assert_tensor_close(got, a, b, tf32=tf32, context=f"{method} unaligned out")
+    assert_tensor_close(got, a, b, tf32=kind == "tf32", context=f"{method} unaligned out")
 
 
+@pytest.mark.parametrize("dtype", [numpy.dtype(numpy.float16), BFLOAT16], ids=str)
 @pytest.mark.parametrize("method", TENSOR_METHODS)
-def test_tensor_core_matmul_is_deterministic(method, rng):
-    a = cupy.asarray(reference.random_array((300, 1000), numpy.float16, rng))
-    b = cupy.asarray(reference.random_array((1000, 260), numpy.float16, rng))
+def test_tensor_core_matmul_is_deterministic(method, dtype, rng):
+    a = cupy.asarray(reference.random_array((300, 1000), dtype, rng))
+    b = cupy.asarray(reference.random_array((1000, 260), dtype, rng))
     first = cupy.asnumpy(gk.matmul(a, b, method=method)).tobytes()
     for _ in range(20):
         assert cupy.asnumpy(gk.matmul(a, b, method=method)).tobytes() == first
@@ -152,13 +159,77 @@ def test_tf32_only_when_asked(rng):
     assert float(gk.matmul(x, x, precision="tf32")[0, 0]) != 2 * 2049.0**2
 
 
-def test_auto_picks_tensor_cores_for_float16_and_tf32(rng):
+def test_auto_picks_tensor_cores_for_16_bit_floats_and_tf32(rng):
     # wgmma on Hopper (compute capability 9.0), mma on the others.
     expected = "wgmma" if int(cupy.cuda.Device().compute_capability) == 90 else "mma"
     a = cupy.asarray(reference.random_array((64, 64), numpy.float16, rng))
-    for x, precision in ((a, "highest"), (a.astype(cupy.float32), "tf32")):
+    a16 = cupy.asarray(reference.random_array((64, 64), BFLOAT16, rng))
+    for x, precision in ((a, "highest"), (a16, "highest"),
+                         (a.astype(cupy.float32), "tf32")):
         with record_launches() as launches:
             gk.matmul(x, x, precision=precision)
         # TF32 on wgmma transposes B first; the product itself is the last launch.
         assert launches and launches[-1].rung == expected, (precision, launches)
         assert launches[-1].instance.startswith(f"matmul_{expected}<")
+
+
+# --- bfloat16 -------------------------------------------------------------------------------------
+
+BF16_SHAPES = [((31, 37), (37, 97)), ((129, 4097), (4097, 1)), ((2, 257, 1000), (1000, 513)),
+               ((7,), (3, 7, 5))]
+
+
+@pytest.mark.parametrize("shapes", BF16_SHAPES, ids=pair_id)
+@pytest.mark.parametrize("method", gk.methods("matmul") + ("auto",))
+def test_bfloat16_on_every_rung(method, shapes, rng):
+    # The SIMT rungs multiply bfloat16 in float32 and round once, as the tensor cores do.
+    if method in ("naive", "tiled") and shapes[0][-1] > 1000:
+        pytest.skip("the textbook rungs are slow at K = 4097; the shape battery covers them")
+    a = reference.random_array(shapes[0], BFLOAT16, rng)
+    b = reference.random_array(shapes[1], BFLOAT16, rng)
+    out = poisoned(numpy.matmul(a, b).shape, BFLOAT16)
+    got = gk.matmul(cupy.asarray(a), cupy.asarray(b), method=method, out=out)
+    assert got is out and got.dtype == BFLOAT16
+    assert_tensor_close(got, a, b, tf32=False, context=f"{method} bfloat16 {pair_id(shapes)}")
+
+
+def test_bfloat16_promotes_as_ml_dtypes_says(rng):
+    a = reference.random_array((33, 40), BFLOAT16, rng)
+    for other, result in ((numpy.float32, numpy.float32), (numpy.int8, BFLOAT16),
+                          (numpy.bool_, BFLOAT16), (numpy.float64, numpy.float64)):
+        b = reference.random_array((40, 17), other, rng)
+        got = gk.matmul(cupy.asarray(a), cupy.asarray(b))
+        assert got.dtype == result, other
+        if result == BFLOAT16:
+            assert_tensor_close(got, a, b.astype(BFLOAT16), tf32=False, context=str(other))
+        else:
+            want = reference.matmul(a, b)
+            bound = reference.matmul_error_bound(a, b, result)
+            error = numpy.abs(cupy.asnumpy(got).astype(numpy.float64) - want)
+            assert (error <= bound).all(), (other, error.max())
+    # bfloat16 with float16 (or int32) has no common dtype: refused before any launch.
+    for other in (numpy.float16, numpy.int32):
+        b = cupy.zeros((40, 17), other)
+        with record_launches() as launches, pytest.raises(TypeError, match="no common dtype"):
+            gk.matmul(cupy.asarray(a), b)
+        assert launches == []
+    got = gk.matmul(cupy.asarray(a), cupy.asarray(a.T.copy()))  # the library works on
+    assert_tensor_close(got, a, a.T, tf32=False, context="after the refusals")
+
+
+def test_bfloat16_tensors_from_torch_through_dlpack(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch does not see the GPU")
+    a = torch.from_numpy(rng.uniform(-1, 1, (4, 96, 130)).astype(numpy.float32)).cuda()
+    b = torch.from_numpy(rng.uniform(-1, 1, (130, 72)).astype(numpy.float32)).cuda()
+    a, b = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    got = gk.matmul(a, b)
+    assert isinstance(got, cupy.ndarray) and got.dtype == BFLOAT16 and got.shape == (4, 96, 72)
+    host_a = a.float().cpu().numpy().astype(BFLOAT16)  # exact: bfloat16 values in float32
+    host_b = b.float().cpu().numpy().astype(BFLOAT16)
+    assert_tensor_close(got, host_a, host_b, tf32=False, context="torch bfloat16")
+    # torch.matmul's own result is within the same bound of the exact product.
+    theirs = cupy.from_dlpack(torch.matmul(a, b))
+    assert theirs.dtype == BFLOAT16
+    assert_tensor_close(theirs, host_a, host_b, tf32=False, context="torch.matmul itself")

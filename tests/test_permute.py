@@ -13,12 +13,13 @@ import numpy
 import pytest
 
 import gpukernels as gk
+from gpukernels._core import floats
 from gpukernels._core.launch import record_launches
 from gpukernels.ops.permute import merge_axes, normalize_axes
 from gpukernels.validation import poisoned
 
 RUNGS = gk.methods("permute_dims")
-DTYPES = ("bool", "int8", "float16", "float32", "float64", "complex128")
+DTYPES = ("bool", "int8", "float16", "bfloat16", "float32", "float64", "complex128")
 
 
 # ---- CPU: axes ----------------------------------------------------------------------------
@@ -51,6 +52,7 @@ def test_dtypes_without_kernels_are_refused():
         with pytest.raises(TypeError, match="permute_dims supports"):
             _check_dtype(numpy.dtype(dtype))
     assert _check_dtype(numpy.dtype("complex128")) == numpy.complex128
+    assert _check_dtype(floats.BFLOAT16) == floats.BFLOAT16
 
 
 def test_merge_axes():
@@ -82,10 +84,10 @@ def _check(x_host, x, axes, method, **kwargs):
     got = gk.permute_dims(x, axes, method=method, out=out, **kwargs)
     assert got is out
     assert got.shape == want.shape and got.dtype == want.dtype
-    assert bytes(got.get().data) == bytes(want.data)  # every bit (NaN payloads included)
+    assert got.get().tobytes() == want.tobytes()  # every bit (NaN payloads included)
     again = gk.permute_dims(x, axes, method=method)
     assert again.flags.c_contiguous and again.shape == want.shape
-    assert bytes(again.get().data) == bytes(got.get().data)
+    assert again.get().tobytes() == got.get().tobytes()
 
 
 LAYOUTS = [

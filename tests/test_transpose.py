@@ -8,6 +8,7 @@ import pytest
 import gpukernels as gk
 import references as reference
 from edges_helpers import refused
+from gpukernels._core import floats
 from gpukernels._core.launch import record_launches
 from gpukernels.ops.transpose import rungs
 from gpukernels.validation import poisoned
@@ -20,7 +21,7 @@ METHODS = gk.methods("transpose") + ("auto",)
 DTYPES = [numpy.dtype(t) for t in (
     numpy.bool_, numpy.int8, numpy.int16, numpy.int32, numpy.int64, numpy.uint8, numpy.uint16,
     numpy.uint32, numpy.uint64, numpy.float16, numpy.float32, numpy.float64, numpy.complex64,
-    numpy.complex128)]
+    numpy.complex128)] + [floats.BFLOAT16]  # bfloat16 moves as any 2-byte item
 SHAPES = [
     (1, 1), (1, 100), (100, 1), (31, 37), (97, 101), (127, 129), (255, 257), (256, 256),
     (1023, 1025), (33, 65), (32, 32), (64, 96), (3, 5, 7), (2, 3, 33, 17), (0, 5), (5, 0), (0, 0),

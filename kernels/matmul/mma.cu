@@ -5,16 +5,16 @@
 //   matmul_mma<T, Index, ALIGNED, THREADS, BM, BN, STAGES, SHARED_BYTES>(A, B, C, M, N, K, batch,
 //       a_batch_stride, a_row_stride, a_col_stride, b_batch_stride, b_row_stride, b_col_stride)
 //
-// T is gk_half (float16 products) or float (TF32 products); both accumulate in float32.
-// Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
-// layout below by static_assert; the same for T = gk_half and float):
+// T is gk_half (float16 products), gk_bfloat16 (bfloat16) or float (TF32 products); all accumulate
+// in float32. Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked
+// against the layout below by static_assert; the same for every T):
 //   threads per block      : THREADS = 256, blockDim = (256, 1, 1)       GK_MMA_THREADS
 //   block tile of C        : BM x BN = 128 x 128                         GK_MMA_BM, GK_MMA_BN
 //   grid                   : (ceil(N / 128), ceil(M / 128), batch)
 //   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 64 = 65536 bytes
 //                            (4 stages x (8 KiB of A + 8 KiB of B)), over the 48 KiB default:
 //                            the host raises the function's limit before launching.
-//   K per stage            : 32 for gk_half, 16 for float (64 bytes of a row of A either way).
+//   K per stage            : 32 for the 16-bit types, 16 for float (64 bytes of a row of A).
 // The kernel runs only on sm_80 and newer (cp.async, ldmatrix, m16n8k16 / tf32 mma); compiled for
 // an older GPU its body is a trap, and the host does not launch it there.
 #include "../common.cuh"
@@ -66,6 +66,10 @@ struct GkMma<gk_half> {
     }
 };
 
+// bfloat16 tiles are laid out as float16 ones (16-bit elements).
+template <>
+struct GkMma<gk_bfloat16> : GkMma<gk_half> {};
+
 template <>
 struct GkMma<float> {
     typedef unsigned Bits;
@@ -115,10 +119,17 @@ __device__ __forceinline__ unsigned gk_mma_to_tf32(unsigned x) {
     return r;
 }
 
-// d += a (16x16, row) * b (16x8, col), float16 inputs, float32 accumulators.
-__device__ __forceinline__ void gk_mma_f16(float (&d)[4], const unsigned (&a)[4], unsigned b0,
-                                           unsigned b1) {
+// d += a (16x16, row) * b (16x8, col), float16 (or bfloat16) inputs, float32 accumulators.
+__device__ __forceinline__ void gk_mma_k16(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                           unsigned b1, gk_half) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void gk_mma_k16(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                           unsigned b1, gk_bfloat16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -144,11 +155,9 @@ __device__ __forceinline__ void gk_mma_tf32(float (&d)[4], const unsigned (&a)[4
 //                     a3 = A[g+8][2t+8, 2t+9]
 //   TF32    m16n8k8 : a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]
 // (a 16-byte chunk is 8 halves or 4 floats; a 32-bit "pair of b16" is one float, unchanged).
+// The 16-bit types (gk_half, gk_bfloat16) share one fragment layout; float (TF32) has its own.
 template <typename T>
-struct GkMmaWarp;
-
-template <>
-struct GkMmaWarp<gk_half> {
+struct GkMmaWarp {
     unsigned a_ld[2];  // A-tile byte offset of this lane's ldmatrix row, k16 steps 0 and 1
     unsigned b_ld[2];  // B-tile byte offset of this lane's ldmatrix.trans row, columns +0 / +16
 
@@ -162,7 +171,7 @@ struct GkMmaWarp<gk_half> {
         // chunk (l >> 4): registers 0..3 = (b0, b1) of columns n..n+7, then of n+8..n+15.
 #pragma unroll
         for (int nj = 0; nj < 2; ++nj)
-            b_ld[nj] = GkMma<gk_half>::b_off(lane & 15, wn * 4 + nj * 2 + (lane >> 4));
+            b_ld[nj] = GkMma<T>::b_off(lane & 15, wn * 4 + nj * 2 + (lane >> 4));
     }
 
     // k16 step ks (0 or 1) of the 32-wide stage.
@@ -176,7 +185,7 @@ struct GkMmaWarp<gk_half> {
         for (int nj = 0; nj < 2; ++nj) {
             unsigned r[4];
             // rows ks*16 .. +15: the XOR term (r & 7) is unchanged by the +16*ks.
-            gk_mma_ldmatrix_x4_trans(r, b_tile + b_ld[nj] + ks * 16 * GkMma<gk_half>::B_ROW);
+            gk_mma_ldmatrix_x4_trans(r, b_tile + b_ld[nj] + ks * 16 * GkMma<T>::B_ROW);
             b[2 * nj][0] = r[0];
             b[2 * nj][1] = r[1];
             b[2 * nj + 1][0] = r[2];
@@ -185,7 +194,7 @@ struct GkMmaWarp<gk_half> {
 #pragma unroll
         for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < 4; ++ni) gk_mma_f16(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+            for (int ni = 0; ni < 4; ++ni) gk_mma_k16(acc[mi][ni], a[mi], b[ni][0], b[ni][1], T());
     }
     __device__ __forceinline__ void compute(float (&acc)[4][4][4], unsigned a_tile,
                                             unsigned b_tile) const {
@@ -431,8 +440,8 @@ __device__ __forceinline__ void gk_mma_generic_loop(float (&acc)[4][4][4],
 //    Consecutive threads walk along the operand's unit-stride axis when it has one (row-major
 //    or column-major A and B each get their own compiled loop). Slower, correct for any
 //    strides, including negative and zero ones.
-// float16: the inputs enter the mma exactly; products accumulate into float32 (the summation
-// inside one mma is the hardware's), and each result is rounded to float16 once (cvt.rn).
+// float16 and bfloat16: the inputs enter the mma exactly; products accumulate into float32 (the
+// summation inside one mma is the hardware's), and each result is rounded once (cvt.rn).
 // float32 runs in TF32 mode: A and B fragments are rounded to TF32 (cvt.rna.tf32.f32: 10-bit
 // mantissa, relative rounding error at most 2^-11 per operand) and multiplied with mma.m16n8k8
 // into float32 accumulators. Each term a_k * b_k is then off by up to about 2 * 2^-11 of

@@ -1,7 +1,13 @@
 // store.cuh - the epilogue store of the tensor-core rungs (mma.cu, wgmma.cu): two adjacent
-// float32 sums of a row of C, rounded to C's type.
+// float32 sums of a row of C, rounded to C's type; and bfloat16, which only these rungs compute.
 #pragma once
 #include "../common.cuh"
+
+// bfloat16 as ml_dtypes and PyTorch store it: the high 16 bits of a float32. The tensor cores
+// read it as they read float16 (mma/wgmma .bf16 operands), and results are rounded to it once.
+struct gk_bfloat16 {
+    unsigned short bits;
+};
 
 // Two adjacent results of row-major C: (p[0], p[1]) = (v0, v1), as far as they lie inside the
 // row. `pair` says the two may be written as one aligned 4- or 8-byte store.
@@ -26,5 +32,17 @@ __device__ __forceinline__ void gk_mma_store2(gk_half* p, float v0, float v1, bo
     } else {
         if (in0) p[0] = to_acc<gk_half>(v0);
         if (in1) p[1] = to_acc<gk_half>(v1);
+    }
+}
+__device__ __forceinline__ void gk_mma_store2(gk_bfloat16* p, float v0, float v1, bool in0,
+                                              bool in1, bool pair) {
+    // cvt.rn.bf16x2.f32 rounds to nearest even (NaN stays NaN), as the float16 store does.
+    unsigned h2;  // v0 in the low half: the lower address
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(h2) : "f"(v1), "f"(v0));
+    if (pair && in1) {
+        *reinterpret_cast<unsigned*>(p) = h2;
+    } else {
+        if (in0) p[0].bits = (unsigned short)(h2 & 0xFFFFu);
+        if (in1) p[1].bits = (unsigned short)(h2 >> 16);
     }
 }

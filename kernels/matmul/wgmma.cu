@@ -7,11 +7,11 @@
 //
 // Operands (the host builds one CUtensorMap per operand, 3-D: columns, rows, matrices):
 //   A: (batch, M, K), K contiguous (K-major), box BM rows x 128 bytes.
-//   B: T = gk_half: (batch, K, N), N contiguous (MN-major: wgmma reads it transposed), boxes of
-//      64 rows x 64 columns, BN / 64 of them per stage;
+//   B: T = gk_half or gk_bfloat16: (batch, K, N), N contiguous (MN-major: wgmma reads it
+//      transposed), boxes of 64 rows x 64 columns, BN / 64 of them per stage;
 //      T = float (TF32): (batch, N, K), K contiguous (K-major; TF32 has no transposed form, so the
 //      host passes B transposed), box BN rows x 128 bytes.
-//   C: (batch, M, N) C-contiguous T; float32 sums, rounded once when T is float16.
+//   C: (batch, M, N) C-contiguous T; float32 sums, rounded once when T is a 16-bit type.
 // Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
 // layout below by static_assert):
 //   threads per block      : THREADS = 384 (3 warpgroups)             GK_WG_THREADS
@@ -127,6 +127,13 @@ __device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_des
                  : GK_WG_D128
                  : "l"(a_desc), "l"(b_desc));
 }
+// The same with bfloat16 operands.
+__device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_desc, gk_bfloat16) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" GK_WG_REGS
+                 "}, %128, %129, 1, 1, 1, 0, 1;\n"
+                 : GK_WG_D128
+                 : "l"(a_desc), "l"(b_desc));
+}
 // d += A(64 x 8, K-major) @ B(8 x 256, K-major), TF32 operands (float32 bits, low 13 mantissa
 // bits ignored), float32 sums.
 __device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_desc, float) {
@@ -145,7 +152,7 @@ __device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_des
 //    one thread issues a few instructions per stage, no registers hold the data, rows and
 //    columns past M, N or K arrive as zeros (edge tiles run the same loop), and the tiles land
 //    in the 128-byte swizzled layout that wgmma reads without bank conflicts.
-//  * wgmma.mma_async: the 4 warps of a warpgroup issue one 64x256x16 (float16) or 64x256x8
+//  * wgmma.mma_async: the 4 warps of a warpgroup issue one 64x256x16 (16-bit) or 64x256x8
 //    (TF32) product reading both operands from shared memory through descriptors; it runs
 //    asynchronously, so a warpgroup keeps one stage's products in flight while it waits for
 //    the next stage.
@@ -168,7 +175,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool B_MN_MAJOR = sizeof(T) == 2;
-    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 float16 or 32 TF32 per stage
+    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 16-bit or 32 TF32 per stage
     constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 or 8 elements
     extern __shared__ unsigned char gk_wg_smem[];
     __shared__ __align__(8) u64 full[GK_WG_STAGES], empty[GK_WG_STAGES];

@@ -134,7 +134,10 @@ def _as_cupy(x: Any, name: str) -> Any:
             f"{name} is a Python {type(x).__name__}; gpukernels works on GPU arrays. "
             f"Create one with cupy.asarray({name})."
         )
-    if hasattr(x, "__cuda_array_interface__"):
+    # __cuda_array_interface__ cannot name bfloat16 (torch exports it as a 2-byte void, "<V2"):
+    # such an object goes through DLPack when it has it, which names it.
+    if hasattr(x, "__cuda_array_interface__") and not (
+            hasattr(x, "__dlpack__") and x.__cuda_array_interface__.get("typestr", "")[1:] == "V2"):
         require_gpu()
         return cupy.asarray(x)
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy
 
 from ..._core import device as _device
+from ..._core import floats
 from ..._core import ladder as _ladder
 from ..._core.launch import (
     INDEX_SCALARS,
@@ -75,11 +76,12 @@ def matmul_shapes(a_shape: tuple[int, ...], b_shape: tuple[int, ...]
 
 
 def result_dtype(a_dtype: numpy.dtype, b_dtype: numpy.dtype) -> numpy.dtype:
-    """NumPy's result dtype of ``a @ b``; TypeError for dtypes the kernels do not take."""
+    """NumPy's result dtype of ``a @ b`` (ml_dtypes' promotions for bfloat16, except that
+    bfloat16 @ bfloat16 stays bfloat16); TypeError for dtypes the kernels do not take."""
     for dtype in (a_dtype, b_dtype):
-        if dtype.kind not in "biufc":
+        if dtype.kind not in "biufc" and not floats.is_bfloat16(dtype):
             raise TypeError(f"matmul does not support dtype {dtype}")
-    dtype = numpy.result_type(a_dtype, b_dtype)
+    dtype = floats.promote("matmul", a_dtype, b_dtype)
     if dtype.kind == "c":
         raise TypeError(
             f"matmul has no complex kernels; inputs of {a_dtype} and {b_dtype} give {dtype}"
@@ -165,7 +167,7 @@ class _Plan:
                     call(*(_at(x, offset) for x, offset in zip((a, b, c), offsets)))
                 else:
                     call(a, b, c)
-        if not self.in_place and not dry_run():  # 4. Narrow: float16 rounded once, integers
+        if not self.in_place and not dry_run():  # 4. Narrow: 16-bit floats rounded once, integers
             _narrow(c, result)  # modulo 2^width, bool
 
 
@@ -175,7 +177,7 @@ def _at(array: Any, offset: int) -> Any:
 
 
 def _narrow(c: Any, result: Any) -> None:
-    """The kernels' sums as the result dtype: float16 results rounded once, integers truncated
+    """The kernels' sums as the result dtype: 16-bit float results rounded once, integers truncated
     modulo 2^width (through the unsigned type of that width), bool counts to truth."""
     cupy = _device.cupy
     c = c.reshape(result.shape)
@@ -241,9 +243,9 @@ class _Wgmma:
         self.transpose_b = self.compute == numpy.float32
         tile_rows, tile_cols = shape.tile
         self.box_cols = rungs.WGMMA_ROW_BYTES // self.compute.itemsize  # 128-byte rows
-        # float16 B is read N-contiguous in boxes of 64 x 64; TF32's transposed B in one box
+        # 16-bit B is read N-contiguous in boxes of 64 x 64; TF32's transposed B in one box
         # of BN rows (columns of C) per stage.
-        self.b_box_rows = rungs.WGMMA_F16_B_BOX if self.compute == numpy.float16 else tile_cols
+        self.b_box_rows = rungs.WGMMA_F16_B_BOX if self.compute.itemsize == 2 else tile_cols
         self.tiles = (ceil_div(M, tile_rows), ceil_div(N, tile_cols))
         self.instance = shape.instance("int", False)
         int32 = numpy.int32
@@ -371,24 +373,29 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
         matrix (``(K,)`` -> ``(1, K)`` for ``a``, ``(K, 1)`` for ``b``) and the added axis is
         removed from the result; batch axes broadcast. The result dtype is NumPy's (e.g. float32
         with float64 gives float64; int8 with int8 gives int8); ``K = 0`` gives zeros.
-        Floating-point products accumulate with one fused multiply-add per term (float16 in
-        float32, rounded once at the end); integer products are exact and wrap around like
-        NumPy's; bool gives True where some term is True. Complex dtypes are not supported.
+        Floating-point products accumulate with one fused multiply-add per term (float16 and
+        bfloat16 in float32, rounded once at the end); integer products are exact and wrap
+        around like NumPy's; bool gives True where some term is True. Complex dtypes are not
+        supported. bfloat16 (``ml_dtypes.bfloat16``, as CuPy 14 holds it, or a torch or JAX
+        tensor through DLPack) promotes as ml_dtypes says (with float32 to float32; with
+        float16 not at all: TypeError), and bfloat16 @ bfloat16 is bfloat16, as in PyTorch
+        and JAX (NumPy's ml_dtypes loop returns float32 there).
     method : str, optional
         A rung of ``gpukernels.methods("matmul")``, or ``"auto"``: the tensor cores for float16
-        on compute capability 8.0 and newer (and for ``precision="tf32"``), ``"wgmma"`` on 9.0
-        (Hopper) and ``"mma"`` on the others; else the fastest SIMT rung. The tensor-core rungs
-        take float16, and float32 only as TF32. ``"wgmma"`` runs on compute capability 9.0 only;
-        it copies operands whose rows are not 16-byte aligned into padded temporaries, and
-        transposes B first for TF32.
+        and bfloat16 on compute capability 8.0 and newer (and for ``precision="tf32"``),
+        ``"wgmma"`` on 9.0 (Hopper) and ``"mma"`` on the others; else the fastest SIMT rung.
+        The tensor-core rungs take float16 and bfloat16, and float32 only as TF32.
+        ``"wgmma"`` runs on compute capability 9.0 only; it copies operands whose rows are not
+        16-byte aligned into padded temporaries, and transposes B first for TF32.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; its dtype must be one the result
         casts to under NumPy's ``same_kind`` rule.
     precision : {"highest", "tf32"}, optional
-        ``"highest"`` (default) computes in the result dtype (float16 in float32). ``"tf32"``
-        lets a float32 product run on the TF32 tensor cores: each operand is rounded to a
-        10-bit mantissa, so elements are accurate to about ``2**-10 * (|a| @ |b|)`` instead of
-        float32's ``K * 2**-24``. Never chosen unless asked for.
+        ``"highest"`` (default) computes in the result dtype (float16 and bfloat16 in
+        float32). ``"tf32"`` lets a float32 product run on the TF32 tensor cores: each operand
+        is rounded to a 10-bit mantissa, so elements are accurate to about
+        ``2**-10 * (|a| @ |b|)`` instead of float32's ``K * 2**-24``. Never chosen unless
+        asked for.
 
     Returns
     -------
@@ -399,7 +406,8 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
     ------
     TypeError
         An operand is not a GPU array, or the result dtype has no kernel (complex; for the
-        tensor-core rungs, anything but float16 and float32).
+        tensor-core rungs, anything but float16, bfloat16 and float32), or the operands' dtypes
+        have no common dtype (bfloat16 with float16).
     ValueError
         Shapes do not match NumPy's rules, operands are on different devices, ``out`` has the
         wrong shape, ``method`` is unknown or needs tensor cores this GPU lacks, or
@@ -457,4 +465,4 @@ OPERATION = _ladder.register(_ladder.Operation(
     name="matmul", function=matmul, ladder=LADDER, inputs=check.inputs,
     reference=check.reference, check_shape=(255, 129, 257),
     result_dtype=lambda a, b, **_: result_dtype(a.dtype, b.dtype),
-    check_dtypes=("float32", "float16"), bench=check.BENCH, kind="matmul"))
+    check_dtypes=("float32", "float16", "bfloat16"), bench=check.BENCH, kind="matmul"))

@@ -10,6 +10,7 @@ from typing import Any
 import numpy
 
 from ..._core import device as _device
+from ..._core import floats
 from ..._core.compare import within
 from ..._core.inputs import random_array
 from ..._core.ladder import OPERATIONS, BenchSpec
@@ -43,8 +44,8 @@ def reference(a: Any, b: Any, *, xp: Any = numpy, precision: str = "highest") ->
     ``c K eps_acc (|a| @ |b|) + eps_out |a @ b|`` of a length-K dot product accumulated in
     precision ``eps_acc`` (float32's for float16 and float32, whose sums are float32) and rounded
     once to the result (Higham, *Accuracy and Stability of Numerical Algorithms*, 3.1); c is 2,
-    and 4 for float16 (the tensor cores' own summation order) and float64 (the reference then
-    rounds like the result). TF32 rounds each operand to 10 mantissa bits: ``2**-9 (|a| @ |b|)``
+    and 4 for float16 and bfloat16 (the tensor cores' own summation order) and float64 (the
+    reference then rounds like the result). TF32 rounds each operand to 10 mantissa bits: ``2**-9 (|a| @ |b|)``
     more.
     """
     dtype = numpy.result_type(a.dtype, b.dtype)
@@ -54,7 +55,7 @@ def reference(a: Any, b: Any, *, xp: Any = numpy, precision: str = "highest") ->
     want = xp.matmul(wide_a, wide_b)
     magnitude = xp.matmul(abs(wide_a), abs(wide_b))
     k = max(a.shape[-1], 1)
-    eps_out = float(numpy.finfo(dtype).eps)
+    eps_out = floats.eps(dtype)
     eps_acc = float(numpy.finfo(numpy.float64 if dtype.itemsize == 8 else numpy.float32).eps)
     c = 4.0 if dtype.itemsize in (2, 8) else 2.0
     bound = c * k * eps_acc * magnitude + eps_out * abs(want)
@@ -65,8 +66,9 @@ def reference(a: Any, b: Any, *, xp: Any = numpy, precision: str = "highest") ->
 
 # --- the benchmark ------------------------------------------------------------------------------------
 
-def _torch_tf32_matmul(a: Any, b: Any) -> Any:
-    """cuBLAS's TF32 product through PyTorch (CuPy offers no per-call switch), or None."""
+def _torch_matmul(a: Any, b: Any, tf32: bool) -> Any:
+    """cuBLAS's product through PyTorch, or None: for TF32 (CuPy offers no per-call switch) and
+    bfloat16."""
     torch = _device.torch_on_gpu()
     if torch is None:
         return None
@@ -74,7 +76,7 @@ def _torch_tf32_matmul(a: Any, b: Any) -> Any:
 
     def run() -> Any:
         allowed = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
             return _device.cupy.from_dlpack(torch.matmul(ta, tb))
         finally:
@@ -119,8 +121,12 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int) -> tuple[list, f
         return out.shape == want.shape and out.dtype == dtype and within(out, want, bound)
 
     if kwargs.get("precision") == TF32:
-        library = _torch_tf32_matmul(a, b)
+        library = _torch_matmul(a, b, tf32=True)
         candidates = [Candidate("torch.matmul TF32 (cuBLAS)", "ceiling", library, check,
+                                "PyTorch is not installed")]
+    elif floats.is_bfloat16(dtype):
+        library = _torch_matmul(a, b, tf32=False)
+        candidates = [Candidate("torch.matmul (cuBLAS)", "ceiling", library, check,
                                 "PyTorch is not installed")]
     else:
         candidates = [Candidate("cupy.matmul (cuBLAS)", "ceiling", lambda: cupy.matmul(a, b),
@@ -140,9 +146,10 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int) -> tuple[list, f
 
 BENCH = BenchSpec(
     unit="TFLOP/s", work="2·M·N·K flops",
-    ceiling="cuBLAS (cupy.matmul; for TF32, torch.matmul with TF32 allowed)",
+    ceiling="cuBLAS (cupy.matmul; for TF32, torch.matmul with TF32 allowed; for bfloat16, "
+            "torch.matmul)",
     peers="",
-    defaults={"sizes": (512, 1024, 2048, 4096, 8192), "dtypes": ("float32", "float16", TF32),
+    defaults={"sizes": (512, 1024, 2048, 4096, 8192), "dtypes": ("float32", "float16", "bfloat16", TF32),
               "shapes": ((4095, 4097, 4099),)},
     quick={"sizes": (128, 256, 512), "shapes": ((127, 65, 129),)},
     cases=_cases, candidates=_candidates, main_cases=_main_cases,

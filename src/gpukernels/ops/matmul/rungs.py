@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import numpy
 
 from ..._core.compile import KernelSource
+from ..._core.floats import BFLOAT16
 from ..._core.ladder import Ladder, Needs, Rung
 from ..._core.launch import INDEX_SCALARS, ceil_div
 
 __all__ = ["Problem", "Shape", "LADDER", "choose", "PRECISIONS", "compute_dtype",
-           "TENSOR_CORE_C_TYPES", "C_TYPES"]
+           "TENSOR_CORE_C_TYPES", "C_TYPES", "HALF_TYPES"]
 
 SIMT_SOURCE = KernelSource("matmul/simt.cu", weight=6.0)
 MMA_SOURCE = KernelSource("matmul/mma.cu", weight=6.0)
@@ -35,9 +36,13 @@ PRECISIONS = ("highest", "tf32")
 #: (arithmetic modulo 2^32 or 2^64 is NumPy's wrap-around for signed types too).
 C_TYPES: dict[numpy.dtype, str] = {numpy.dtype(numpy.float32): "float", numpy.dtype(numpy.float64): "double",
            numpy.dtype(numpy.uint32): "unsigned int", numpy.dtype(numpy.uint64): "unsigned long long"}
-#: The tensor-core rungs' types: float16 (float32 sums) and float32 (as TF32).
-TENSOR_CORE_C_TYPES: dict[numpy.dtype, str] = {numpy.dtype(numpy.float16): "gk_half", numpy.dtype(numpy.float32): "float"}
-TENSOR_CORE_CAPABILITY = 80  # mma.sync with float16 / TF32 operands, ldmatrix, cp.async
+#: The tensor-core rungs' types: float16 and bfloat16 (float32 sums), float32 (as TF32).
+TENSOR_CORE_C_TYPES: dict[numpy.dtype, str] = {numpy.dtype(numpy.float16): "gk_half",
+                                               BFLOAT16: "gk_bfloat16",
+                                               numpy.dtype(numpy.float32): "float"}
+#: The 16-bit float dtypes, which run on the tensor cores wherever there are some.
+HALF_TYPES = (numpy.dtype(numpy.float16), BFLOAT16)
+TENSOR_CORE_CAPABILITY = 80  # mma.sync with 16-bit / TF32 operands, ldmatrix, cp.async
 WGMMA_CAPABILITY = 90  # wgmma and TMA: compiled for sm_90a, which runs on compute capability 9.0 only
 #: Threads of an edge tile form offsets up to this many rows or columns past each extent.
 MARGIN = 256
@@ -91,11 +96,13 @@ class Shape:
 def compute_dtype(result: numpy.dtype, K: int, tensor_cores: bool) -> numpy.dtype:
     """The kernels' element type for a result dtype.
 
-    float32 and float64 run as themselves; float16 runs as float16 on the tensor cores and in
-    float32 elsewhere (operands converted, the result rounded once at the end); integers run
-    modulo 2^32 or 2^64 on the unsigned type of at least their width, which truncates to NumPy's
-    wrap-around; bool counts the true terms.
+    float32 and float64 run as themselves; float16 and bfloat16 run as themselves on the tensor
+    cores and in float32 elsewhere (operands converted, the result rounded once at the end);
+    integers run modulo 2^32 or 2^64 on the unsigned type of at least their width, which
+    truncates to NumPy's wrap-around; bool counts the true terms.
     """
+    if result in HALF_TYPES:
+        return result if tensor_cores else numpy.dtype(numpy.float32)
     if result.kind == "f":
         if tensor_cores and result.itemsize == 2:
             return result
@@ -194,8 +201,8 @@ def _mma_instance(compute: numpy.dtype, index: str, aligned: bool) -> str:
 
 def _check_tensor_cores(p: Problem, name: str) -> numpy.dtype:
     if p.dtype not in TENSOR_CORE_C_TYPES:
-        raise TypeError(f"the tensor-core rung {name!r} multiplies float16, or float32 as TF32; "
-                        f"the result dtype here is {p.dtype}")
+        raise TypeError(f"the tensor-core rung {name!r} multiplies float16 and bfloat16, or "
+                        f"float32 as TF32; the result dtype here is {p.dtype}")
     if p.dtype == numpy.float32 and p.precision != "tf32":
         raise ValueError(f"the tensor-core rung {name!r} computes float32 products in TF32 "
                          "(10-bit mantissas): pass precision='tf32' to accept that accuracy")
@@ -218,7 +225,7 @@ WGMMA_STAGES = 4
 WGMMA_ROW_BYTES = 128  # the K extent of a stage: 128 bytes, the swizzle span
 #: The stages of A and B tiles, and 1 KiB to align them to 1024 bytes.
 WGMMA_SHARED_BYTES = WGMMA_STAGES * (WGMMA_TILE[0] + WGMMA_TILE[1]) * WGMMA_ROW_BYTES + 1024
-#: float16 B is read N-contiguous in boxes of 64 rows of 64 columns.
+#: float16 and bfloat16 B is read N-contiguous in boxes of 64 rows of 64 columns.
 WGMMA_F16_B_BOX = 64
 
 
@@ -266,9 +273,12 @@ def _simt_groups(name: str) -> tuple:
 
 
 def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tuple) -> tuple:
+    """float16 and TF32 products with 32-bit indices compile at import; bfloat16 products and
+    64-bit indices on first use."""
     instance = _INSTANCE[name]
     return tuple(source.add(f"{name} {TENSOR_CORE_C_TYPES[c]} {index}",
-                            [instance(c, index, a) for a in aligned], eager=index == "int")
+                            [instance(c, index, a) for a in aligned],
+                            eager=index == "int" and c != BFLOAT16)
                  for index in indexes for c in TENSOR_CORE_C_TYPES)
 
 
@@ -287,30 +297,33 @@ LADDER = Ladder("matmul", (
          SIMT_SOURCE, "matmul_warp_tiled", _simt_groups("warp_tiled"), _simt_plan("warp_tiled")),
     Rung("large_tile", "warp_tiled with 16x8 sums per thread and 256x128 tiles (4-byte types)",
          SIMT_SOURCE, "matmul_large_tile", _simt_groups("large_tile"), _simt_plan("large_tile")),
-    Rung("mma", "tensor cores (mma.sync, sm_80+): float16 in float32 sums; float32 as TF32, "
-                "only with precision='tf32'",
+    Rung("mma", "tensor cores (mma.sync, sm_80+): float16 and bfloat16 in float32 sums; "
+                "float32 as TF32, only with precision='tf32'",
          MMA_SOURCE, "matmul_mma",
          _tensor_groups(MMA_SOURCE, "mma", INDEXES, (False, True)), plan_mma,
-         Needs(capability=TENSOR_CORE_CAPABILITY, dtypes="float16, or float32 as TF32",
+         Needs(capability=TENSOR_CORE_CAPABILITY,
+               dtypes="float16 and bfloat16, or float32 as TF32",
                precision="float32 only with precision='tf32'")),
     Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
                   "warpgroup MMAs read them there; 128x256 tiles, loads and math in separate "
                   "warps",
          WGMMA_SOURCE, "matmul_wgmma", _tensor_groups(WGMMA_SOURCE, "wgmma", ("int",), (False,)),
          plan_wgmma,
-         Needs(only_capability=WGMMA_CAPABILITY, dtypes="float16, or float32 as TF32",
+         Needs(only_capability=WGMMA_CAPABILITY,
+               dtypes="float16 and bfloat16, or float32 as TF32",
                layout="M, N and K below 2**31",
                precision="float32 only with precision='tf32'")),
 ))
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"``: on the tensor cores for float16 (compute capability 8.0 and newer) and
+    """``method="auto"``: on the tensor cores for float16 and bfloat16 (compute capability 8.0 and
+    newer) and
     for precision="tf32": wgmma on 9.0, mma elsewhere. Among the SIMT rungs, large_tile when its
     256x128 tiles give every SM a block, and warp_tiled's 128x128 ones below that (H200: at
     1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with 32 blocks at 0.29; at 2048^3, 128
     blocks, large_tile led 0.82 to 0.73)."""
-    if p.precision == "tf32" or (p.dtype == numpy.float16
+    if p.precision == "tf32" or (p.dtype in HALF_TYPES
                                  and p.capability >= TENSOR_CORE_CAPABILITY):
         if p.capability == WGMMA_CAPABILITY and wgmma_fits(p):
             return LADDER["wgmma"]

@@ -16,13 +16,16 @@ from typing import Any
 
 import numpy
 
+from ..._core.floats import BFLOAT16
+
 __all__ = ["TensorMapError", "tiled_map", "tma_compatible", "MAP_BYTES", "MapTemplate"]
 
 MAP_BYTES = 128
 _ALIGN = 64  # CUtensorMap's alignment
 
 # CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion (cuda.h, CUDA 12 and 13).
-_DATA_TYPES = {numpy.dtype(numpy.float16): 6, numpy.dtype(numpy.float32): 7}
+# CUtensorMapDataType: FLOAT16 6, FLOAT32 7, BFLOAT16 9.
+_DATA_TYPES = {numpy.dtype(numpy.float16): 6, numpy.dtype(numpy.float32): 7, BFLOAT16: 9}
 _SWIZZLE_128B = 3
 _L2_PROMOTION_128B = 2
 _INTERLEAVE_NONE = 0
@@ -71,7 +74,7 @@ def tiled_map(stack: Any, box_cols: int, box_rows: int, batched: bool) -> numpy.
     Parameters
     ----------
     stack : cupy.ndarray
-        float16 or float32, of nonzero shape, with :func:`tma_compatible` strides.
+        float16, bfloat16 or float32, of nonzero shape, with :func:`tma_compatible` strides.
     box_cols, box_rows : int
         The box one copy moves into shared memory.
     batched : bool

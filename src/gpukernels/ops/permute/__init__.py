@@ -14,6 +14,7 @@ from typing import Any
 import numpy
 
 from ..._core import device as _device
+from ..._core import floats
 from ..._core import ladder as _ladder
 from ..._core.axes import axis_index
 from ..._core.launch import PLANS, Array, finish_out, index_type, prepare_out, span
@@ -28,9 +29,9 @@ _ADDRESS_KEY = 256  # addresses enter plan keys modulo this: every alignment a p
 
 def _check_dtype(dtype: numpy.dtype) -> numpy.dtype:
     """``dtype`` (the result's); TypeError for dtypes the kernels do not move."""
-    if dtype.kind not in "biufc" or dtype.itemsize not in CARRIERS:
-        raise TypeError(f"permute_dims supports bool, integer, float and complex dtypes, "
-                        f"not {dtype}")
+    if not floats.movable(dtype) or dtype.itemsize not in CARRIERS:
+        raise TypeError(f"permute_dims supports bool, integer, float, complex and bfloat16 "
+                        f"dtypes, not {dtype}")
     return dtype
 
 

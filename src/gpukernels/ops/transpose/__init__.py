@@ -11,6 +11,7 @@ from typing import Any
 import numpy
 
 from ..._core import device as _device
+from ..._core import floats
 from ..._core import ladder as _ladder
 from ..._core.launch import (
     INDEX_SCALARS,
@@ -32,8 +33,9 @@ _ADDRESS_KEY = 256
 
 
 def _check_dtype(dtype: numpy.dtype) -> None:
-    if dtype.kind not in "biufc" or dtype.itemsize not in rungs.CARRIERS:
-        raise TypeError(f"transpose supports bool, integer, float and complex dtypes, not {dtype}")
+    if not floats.movable(dtype) or dtype.itemsize not in rungs.CARRIERS:
+        raise TypeError(f"transpose supports bool, integer, float, complex and bfloat16 dtypes, "
+                        f"not {dtype}")
 
 
 def _result_dtype(x: Any, **_: Any) -> numpy.dtype:
