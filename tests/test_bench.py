@@ -675,3 +675,81 @@ def test_environment_on_the_device():
     assert "sm_clock_max_mhz" in env and "memory_clock_max_mhz" in env
     assert env["gpukernels"] == gk.__version__
     assert numpy.__version__ == env["numpy"]
+
+
+# --- matmul's shape suite ----------------------------------------------------------------------------
+
+def test_the_shape_suite_covers_the_extents_and_the_named_shapes():
+    from gpukernels.ops.matmul.check import NAMED_SHAPES, SWEEP_EXTENTS, suite_shapes
+
+    shapes = suite_shapes()
+    assert len(shapes) >= 200 and len(set(shapes)) == len(shapes)
+    assert shapes[:len(NAMED_SHAPES)] == NAMED_SHAPES
+    sweep = shapes[len(NAMED_SHAPES):]
+    extents = set(SWEEP_EXTENTS)
+    assert all(set(shape) <= extents for shape in sweep)
+    assert {(m, n) for m, _, n in sweep} == {(m, n) for m in extents for n in extents}
+    for position in (0, 2):  # every K meets every M and every N
+        assert {(shape[position], k) for shape in sweep for k in [shape[1]]} == \
+            {(e, k) for e in extents for k in extents}
+    cases = OPERATIONS["matmul"].bench.cases("matmul", sizes=(512,), dtypes=("float16",),
+                                             shapes=[(5, 7, 9)], suite=True)
+    assert [c.shape for c in cases] == list(shapes) + [(5, 7, 9)]
+    assert {c.sweep for c in cases[:len(NAMED_SHAPES)]} == {"named"}
+    assert {c.sweep for c in cases[len(NAMED_SHAPES):]} == {"suite"}
+
+
+def suite_rows():
+    rows = []
+    for i, (shape, held, call) in enumerate([((64, 64, 64), 0.5, 0.8), ((4096,) * 3, 0.8, 0.9),
+                                             ((1, 8192, 8192), 0.25, 0.5)]):
+        notes = {}
+        if shape[0] == 1:
+            notes = {"copy_gbps": 3000.0, "moved_bytes": 2 * 8192 * 8192 + 4 * 8192}
+        sweep = "named" if shape[0] == 1 else "suite"
+        rows.append(row("matmul", "cupy.matmul (cuBLAS)", shape, 500.0, dtype="float16",
+                        role="ceiling", sweep=sweep, **notes))
+        rows.append(dataclasses.replace(
+            row("matmul", "auto", shape, 500.0 * held, dtype="float16", sweep=sweep, **notes),
+            ratio=held, call_ratio=call, time_ms=0.2))
+    return rows
+
+
+def test_the_suite_summary_gives_minimum_and_geometric_mean():
+    text = OPERATIONS["matmul"].bench.summary(suite_rows())
+    line = next(line for line in text.splitlines() if line.startswith("float16   auto"))
+    fields = line.split()
+    assert fields[2] == "3"
+    assert float(fields[3]) == pytest.approx(0.25, abs=0.005)  # min held
+    assert float(fields[4]) == pytest.approx((0.5 * 0.8 * 0.25) ** (1 / 3), abs=0.005)
+    assert float(fields[5]) == pytest.approx(0.5, abs=0.005)  # min per call
+    assert fields[-1] == "1x8192x8192"  # the worst shape
+    decode = next(line for line in text.splitlines() if "auto" in line and "1x8192x8192" in line
+                  and "GB/s" in line)
+    moved = 2 * 8192 * 8192 + 4 * 8192
+    assert float(decode.split()[3]) == pytest.approx(moved / 0.2e-3 / 1e9 / 3000, abs=0.005)
+    assert OPERATIONS["matmul"].bench.summary(synthetic_result()) == ""  # no suite: nothing
+
+
+def test_the_suite_plots_ratios_against_work():
+    pytest.importorskip("matplotlib")
+    figure = BenchResult(suite_rows(), ENVIRONMENT).plot("matmul")
+    (ax,) = [ax for ax in figure.axes if ax.get_visible()]
+    assert "ratio" in ax.get_ylabel() and ax.get_yscale() == "log"
+    labels = legend_labels(figure)
+    assert "auto, held" in labels and "auto, per call" in labels
+
+
+def test_suite_on_the_command_line(monkeypatch):
+    seen = {}
+
+    def fake_bench(target, **kwargs):
+        seen.update(kwargs, target=target)
+        return BenchResult(suite_rows(), ENVIRONMENT)
+
+    monkeypatch.setattr(benchmark, "bench", fake_bench)
+    assert main(["bench", "matmul", "--suite", "--no-progress"]) == 0
+    assert seen["suite"] is True and seen["dtypes"] == ["float16", "bfloat16"]
+    assert seen["methods"] == ["auto"]
+    with pytest.raises(SystemExit):
+        main(["bench", "sum", "--suite"])

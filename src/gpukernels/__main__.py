@@ -111,6 +111,12 @@ def _add_bench(subparsers: Any, targets: tuple[str, ...]) -> None:
                               "(10**6, 2) over either axis, (1, 2**24) and more (default: on)"))
     inputs.add_argument("--torch", action=argparse.BooleanOptionalAction, default=True,
                         help="reductions: also time PyTorch's, when it imports (default: on)")
+    inputs.add_argument("--suite", action="store_true",
+                        help=("matmul: time the shape suite instead of the size sweep (233 "
+                              "products: the shapes people use, decode steps among them, and "
+                              "a sweep of M, K and N over 64..8192), in float16 and bfloat16 "
+                              "with method auto unless --dtypes or --methods say otherwise; "
+                              "prints the minimum and geometric mean of the ratio to cuBLAS"))
     inputs.add_argument("--quick", action="store_true",
                         help="small default inputs and few repeats, for a smoke run")
     timing = bench.add_argument_group("timing")
@@ -318,6 +324,12 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         options["torch"] = args.torch
         if not args.axis:
             options["axis_cases"] = ()
+    if args.suite:
+        if not any("suite" in op.bench.options for op in operations):
+            parser.error("--suite is matmul's shape suite: give the target matmul")
+        options["suite"] = True
+        args.dtypes = args.dtypes or ["float16", "bfloat16"]
+        args.methods = args.methods or ["auto"]
     try:
         result = benchmark.bench(args.target, sizes=sizes, shapes=shapes, dtypes=args.dtypes,
                                  methods=args.methods, quick=args.quick, timing=timing,
@@ -325,6 +337,11 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
     print(result)
+    for op in operations:
+        if op.bench.summary is not None:
+            text = op.bench.summary([r for r in result if r.operation == op.name])
+            if text:
+                print(text)
     _write_outputs(result, json_path=args.json, plot_path=args.plot, markdown_path=args.markdown)
     return _verdict(result)
 

@@ -170,6 +170,9 @@ class BenchSpec:
         The plot's title.
     x_axis : str
         ``"bytes"`` (the input's size) or ``"cube"`` (n of an n x n x n problem).
+    summary : callable, optional
+        ``summary(rows) -> str``: lines ``bench`` prints after the table for this operation's
+        measurements ("" for nothing), e.g. matmul's shape suite in a few figures.
     """
 
     unit: str
@@ -184,6 +187,7 @@ class BenchSpec:
     options: tuple[str, ...] = ()
     title: str = ""
     x_axis: str = "bytes"
+    summary: Callable[..., str] | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -96,8 +96,10 @@ def _panels(result: BenchResult, ladder: str) -> list[tuple[int, int, str, str, 
         return panels
     dtypes = list(dict.fromkeys(r.dtype for r in rows))
     columns = 2 if len(dtypes) > 2 else len(dtypes)
+    suite = any(r.sweep == "suite" for r in rows)  # matmul's shape suite: ratios, not rates
     for i, dtype in enumerate(dtypes):
-        panels.append((i // columns, i % columns, "sweep", dtype,
+        panels.append((i // columns, i % columns, "suite" if suite else "sweep",
+                       f"{dtype}, ratio to {rows[0].ceiling or 'the ceiling'}" if suite else dtype,
                        [r for r in rows if r.dtype == dtype]))
     return panels
 
@@ -223,6 +225,37 @@ def _draw_sweep(ax: Any, rows: Sequence, several: bool, ladder: Sequence[str], e
     ax.set_ylabel(_y_label(rows))
 
 
+def _draw_suite(ax: Any, rows: Sequence, ladder: Sequence[str], legend: dict) -> None:
+    """The shape suite: each rung's ratio to the ceiling against the product's work (2·M·N·K),
+    held as filled dots, per call as rings; the ceiling is the line at 1."""
+    from matplotlib.ticker import LogLocator, NullLocator
+
+    handle = ax.axhline(1.0, color=CEILING_COLOR, linestyle="--", linewidth=1)
+    legend.setdefault("ceiling (ratio 1)", ((0, 0), handle))
+    for method, role in _method_order(rows, ladder):
+        if role == "ceiling":
+            continue
+        mine = [r for r in rows if r.method == method and r.role == role and r.status == "ok"
+                and math.isfinite(r.ratio)]
+        if not mine:
+            continue
+        color = _style(method, role, ladder, False)["color"]
+        flops = [2.0 * math.prod(r.shape) for r in mine]
+        (held,) = ax.plot(flops, [r.ratio for r in mine], linestyle="none", marker="o",
+                          markersize=4, color=color, alpha=0.8)
+        (call,) = ax.plot(flops, [r.call_ratio for r in mine], linestyle="none", marker="o",
+                          markersize=5, markerfacecolor="none", color=color, alpha=0.6)
+        legend.setdefault(f"{method}, held", (_legend_rank(method, role, ladder), held))
+        legend.setdefault(f"{method}, per call", (_legend_rank(method, role, ladder), call))
+    ax.set_xscale("log", base=10)
+    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_yscale("log", base=2)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_xlabel("work of the product (2·M·N·K flops)")
+    ax.set_ylabel("ratio to the ceiling")
+
+
 def _draw_axis_cases(ax: Any, rows: Sequence, several: bool, ladder: Sequence[str],
                      legend: dict) -> None:
     cases = list(dict.fromkeys(r.case for r in rows))
@@ -286,6 +319,8 @@ def _draw_ladder(container: Any, result: BenchResult, ladder_name: str) -> None:
             ladder = tuple(dict.fromkeys(r.method for r in rows if r.role == "rung"))
         if panel == "axis":
             _draw_axis_cases(ax, rows, several, ladder, legend)
+        elif panel == "suite":
+            _draw_suite(ax, rows, ladder, legend)
         else:
             _draw_sweep(ax, rows, several, ladder, result.environment, legend, extra_markers)
         ax.set_title(title, fontsize=11)

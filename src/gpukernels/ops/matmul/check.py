@@ -4,6 +4,7 @@ benchmark spec."""
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,13 +86,44 @@ def _torch_matmul(a: Any, b: Any, tf32: bool) -> Any:
     return run
 
 
+#: The shapes people multiply (M, K, N): cubes, an LLM's MLP, a tall-skinny product, decode
+#: steps (one and 16 rows: B, 128 MiB, is read once, so the copy bandwidth bounds them).
+NAMED_SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (1024, 1024, 1024),
+                (4096, 4096, 14336), (16384, 4096, 128), (1, 8192, 8192), (16, 8192, 8192))
+#: The extents of the sweep: 64 to 8192, each power of two and the point halfway between.
+SWEEP_EXTENTS = (64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192)
+
+
+def suite_shapes() -> tuple[tuple[int, int, int], ...]:
+    """The shape suite: :data:`NAMED_SHAPES`, then a sweep of (M, K, N) over
+    :data:`SWEEP_EXTENTS`: every (M, N) pair once (225 products), each with a K that runs
+    through the extents in a different order for each M, so that every extent of K meets every
+    extent of M and of N somewhere in the sweep.
+
+    Examples
+    --------
+    >>> from gpukernels.ops.matmul.check import suite_shapes
+    >>> shapes = suite_shapes()
+    >>> len(shapes), shapes[8]
+    (233, (64, 64, 64))
+    """
+    n = len(SWEEP_EXTENTS)
+    sweep = tuple((SWEEP_EXTENTS[i], SWEEP_EXTENTS[(i * 7 + j * 2) % n], SWEEP_EXTENTS[j])
+                  for i in range(n) for j in range(n))
+    return NAMED_SHAPES + sweep
+
+
 def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
-           shapes: Sequence[tuple]) -> list:
+           shapes: Sequence[tuple], suite: bool = False) -> list:
     from ...benchmark.sweep import Case
 
     cases = []
+    if suite:  # the shape suite replaces the size sweep
+        named = set(NAMED_SHAPES)
+        return [Case(operation, shape, _dtype_name(dtype), "named" if shape in named else "suite")
+                for dtype in dtypes for shape in suite_shapes() + tuple(map(tuple, shapes))]
     for dtype in dtypes:
-        name = TF32 if str(dtype) == TF32 else numpy.dtype(dtype).name
+        name = _dtype_name(dtype)
         for shape, sweep in [((n, n, n), "size") for n in sorted(sizes)] + \
                 [(tuple(s), "odd") for s in shapes]:
             if len(shape) != 3:
@@ -101,6 +133,10 @@ def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
     return cases
 
 
+def _dtype_name(dtype: Any) -> str:
+    return TF32 if str(dtype) == TF32 else numpy.dtype(dtype).name
+
+
 def _main_cases(operation: str, quick: bool) -> list:
     from ...benchmark.sweep import Case
 
@@ -108,7 +144,8 @@ def _main_cases(operation: str, quick: bool) -> list:
     return [Case(operation, (n, n, n), dtype, "main") for dtype in ("float32", "float16")]
 
 
-def _candidates(case: Any, methods: tuple[str, ...], seed: int) -> tuple[list, float, dict]:
+def _candidates(case: Any, methods: tuple[str, ...], seed: int, **_: Any
+                ) -> tuple[list, float, dict]:
     from ...benchmark.sweep import Candidate
 
     cupy = _device.cupy
@@ -141,7 +178,63 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int) -> tuple[list, f
             candidates.append(Candidate(method, "rung", None, None,
                                         f"{method} does not compute {case.dtype} products"))
     m, k, n = case.shape
-    return candidates, 2.0 * m * n * k / 1e12, {"input_bytes": a.nbytes + b.nbytes}
+    notes: dict = {"input_bytes": a.nbytes + b.nbytes}
+    if min(m, n) <= DECODE_ROWS:  # a product bound by reading its operands: time their copy
+        notes["moved_bytes"] = a.nbytes + b.nbytes + m * n * dtype.itemsize
+        notes["copy_gbps"] = _copy_rate(b if b.nbytes >= a.nbytes else a)
+    return candidates, 2.0 * m * n * k / 1e12, notes
+
+
+#: Products with at most this many rows (or columns) of C are "decode" shapes: reading the
+#: large operand once is their floor, so they are also given as a fraction of a device copy.
+DECODE_ROWS = 16
+
+
+def _copy_rate(x: Any) -> float:
+    """GB/s of a device-to-device copy of ``x`` (bytes read + written), the median of
+    ``cupyx.profiler.benchmark``'s device times."""
+    from cupyx.profiler import benchmark as cupy_benchmark
+
+    copy = _device.cupy.empty_like(x)
+    times = cupy_benchmark(copy.__setitem__, (Ellipsis, x), n_repeat=50, n_warmup=5).gpu_times
+    return 2 * x.nbytes / float(numpy.median(times)) / 1e9
+
+
+def suite_summary(rows: Sequence[Any]) -> str:
+    """The shape suite in a few figures: per dtype and rung, the minimum and geometric mean of
+    the ratio to the ceiling (held and per call) over the suite's products, with the worst
+    shape; then each decode product as a fraction of a device copy (bytes read + written)."""
+    suite = [r for r in rows if r.sweep in ("suite", "named") and r.status == "ok"
+             and math.isfinite(r.ratio) and r.ratio > 0]
+    if not suite:
+        return ""
+    lines = ["", "Shape suite: ratio to the ceiling over every product (held / per call)",
+             f"{'dtype':9} {'method':26} {'shapes':>6}  {'min held':>8} {'geomean held':>12}  "
+             f"{'min call':>8} {'geomean call':>12}  worst shape (held)"]
+    for dtype in dict.fromkeys(r.dtype for r in suite):
+        for method in dict.fromkeys(r.method for r in suite if r.dtype == dtype):
+            mine = [r for r in suite if r.dtype == dtype and r.method == method]
+            held = [r.ratio for r in mine]
+            call = [r.call_ratio for r in mine if math.isfinite(r.call_ratio) and r.call_ratio > 0]
+            worst = min(mine, key=lambda r: r.ratio)
+            lines.append(f"{dtype:9} {method:26} {len(mine):6d}  {min(held):8.2f} "
+                         f"{_geomean(held):12.2f}  {min(call, default=math.nan):8.2f} "
+                         f"{_geomean(call):12.2f}  {worst.case}")
+    decode = [r for r in suite if "copy_gbps" in r.notes]
+    if decode:
+        lines += ["", "Decode products: bytes read + written per second, as a fraction of a "
+                      "device copy (held / per call)"]
+        for r in decode:
+            copy = r.notes["copy_gbps"]
+            held = r.notes["moved_bytes"] / (r.time_ms / 1e3) / 1e9 / copy
+            call = r.notes["moved_bytes"] / (r.call_ms / 1e3) / 1e9 / copy
+            lines.append(f"{r.dtype:9} {r.method:26} {r.case:18} {held:5.2f} / {call:5.2f} "
+                         f"(copy {copy:.0f} GB/s)")
+    return "\n".join(lines)
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
 BENCH = BenchSpec(
@@ -149,8 +242,10 @@ BENCH = BenchSpec(
     ceiling="cuBLAS (cupy.matmul; for TF32, torch.matmul with TF32 allowed; for bfloat16, "
             "torch.matmul)",
     peers="",
-    defaults={"sizes": (512, 1024, 2048, 4096, 8192), "dtypes": ("float32", "float16", "bfloat16", TF32),
-              "shapes": ((4095, 4097, 4099),)},
+    defaults={"sizes": (512, 1024, 2048, 4096, 8192),
+              "dtypes": ("float32", "float16", "bfloat16", TF32),
+              "shapes": ((4095, 4097, 4099),), "suite": False},
     quick={"sizes": (128, 256, 512), "shapes": ((127, 65, 129),)},
-    cases=_cases, candidates=_candidates, main_cases=_main_cases,
-    title="Matmul: achieved TFLOP/s against problem size", x_axis="cube")
+    cases=_cases, candidates=_candidates, main_cases=_main_cases, options=("suite",),
+    title="Matmul: achieved TFLOP/s against problem size", x_axis="cube",
+    summary=suite_summary)
