@@ -98,9 +98,10 @@ def _panels(result: BenchResult, ladder: str) -> list[tuple[int, int, str, str, 
     columns = 2 if len(dtypes) > 2 else len(dtypes)
     suite = any(r.sweep == "suite" for r in rows)  # matmul's shape suite: ratios, not rates
     for i, dtype in enumerate(dtypes):
+        mine = [r for r in rows if r.dtype == dtype]
+        ceiling = next((r.method for r in mine if r.role == "ceiling"), "the ceiling")
         panels.append((i // columns, i % columns, "suite" if suite else "sweep",
-                       f"{dtype}, ratio to {rows[0].ceiling or 'the ceiling'}" if suite else dtype,
-                       [r for r in rows if r.dtype == dtype]))
+                       f"{dtype}, ratio to {ceiling}" if suite else dtype, mine))
     return panels
 
 
@@ -344,6 +345,8 @@ def _draw_ladder(container: Any, result: BenchResult, ladder_name: str) -> None:
                           if part)
     spec = _spec(panels[0][4][0].operation)
     title = spec.title if spec is not None and spec.title else ladder_name
+    if panels[0][2] == "suite":
+        title = f"{ladder_name}: the shape suite, each product's ratio to the ceiling"
     container.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize=12)
 
 
