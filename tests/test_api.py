@@ -41,7 +41,7 @@ def call(op, x):
 @pytest.mark.parametrize("op, ladder", [
     ("transpose", ("naive", "naive_col", "shared", "vector", "words", "words_async")),
     ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile", "mma",
-                "wgmma")),
+                "wgmma", "split_k")),
     ("reduce", ("two_pass", "shuffle", "one_pass")),
     ("sum", ("two_pass", "shuffle", "one_pass")),
     ("max", ("two_pass", "shuffle", "one_pass")),
@@ -225,20 +225,46 @@ def _problem(capability, dtype="float32", precision="tf32", shape=(1, 256, 256, 
                                                   (100, "mma"), (120, "mma")])
 def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):
     # TF32 and float16 both go to the tensor cores; wgmma's sm_90a code runs on 9.0 only.
-    assert matmul_rungs.choose(_problem(capability)).name == expected
-    assert matmul_rungs.choose(_problem(capability, "float16", "highest")).name == expected
+    big = (1, 4096, 4096, 4096)  # 512 tiles of C: K stays whole
+    assert matmul_rungs.choose(_problem(capability, shape=big)).name == expected
+    assert matmul_rungs.choose(_problem(capability, "float16", "highest", big)).name == expected
+    # A few tiles and a long K: on Hopper, split_k; elsewhere mma.
+    few = _problem(capability, "float16", "highest", (1, 128, 64, 8192))
+    assert matmul_rungs.choose(few).name == ("split_k" if expected == "wgmma" else "mma")
+    short = _problem(capability, "float16", "highest", (1, 128, 64, 200))  # K: one slice only
+    assert matmul_rungs.choose(short).name == expected
     # Past wgmma's 32-bit extents, auto stays on mma.
     assert matmul_rungs.choose(_problem(capability, shape=(1, 16, 16, 2**31))).name == "mma"
     # Below 8.0 (no tensor cores) float16 runs on the SIMT rungs.
     assert matmul_rungs.choose(_problem(75, "float16", "highest")).name in ("warp_tiled",
                                                                               "large_tile")
     # bfloat16 as float16: the tensor cores where there are some, float32 sums elsewhere.
-    bf16 = _problem(capability, floats.BFLOAT16, "highest")
+    bf16 = _problem(capability, floats.BFLOAT16, "highest", big)
     assert matmul_rungs.choose(bf16).name == expected
     assert matmul_rungs.choose(bf16).plan(bf16).compute == floats.BFLOAT16
     slow = matmul_rungs.LADDER["warp_tiled"].plan(bf16)
     assert slow.compute == numpy.float32 and slow.instance("int", True).startswith(
         "matmul_warp_tiled<float, ")
+
+
+@pytest.mark.parametrize("shape", [(1, 128, 64, 8192), (1, 1024, 1024, 1024), (4, 64, 64, 100),
+                                   (1, 8192, 8192, 8192), (1, 64, 64, 1), (3, 300, 500, 4097),
+                                   (1, 16384, 128, 4096), (1, 1, 8192, 8192)])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_split_k_slices_cover_k_and_fill_the_gpu(shape, dtype):
+    problem = _problem(90, dtype, "tf32" if dtype == "float32" else "highest", shape)
+    step = matmul_rungs.WGMMA_ROW_BYTES // numpy.dtype(dtype).itemsize
+    steps = -(-problem.K // step)
+    splits, per_slice = matmul_rungs.split_k_slices(problem, numpy.dtype(dtype))
+    assert (splits - 1) * per_slice < steps <= splits * per_slice  # no slice is empty
+    assert 1 <= splits <= matmul_rungs.SPLIT_K_MAX_SPLITS
+    assert splits == 1 or per_slice >= matmul_rungs.SPLIT_K_MIN_STEPS
+    tiles = matmul_rungs.wgmma_tiles(problem)
+    assert tiles * splits <= max(problem.multiprocessors, tiles)  # never past one wave
+    if tiles >= problem.multiprocessors:
+        assert splits == 1
+    shape_ = matmul_rungs.LADDER["split_k"].plan(problem)
+    assert (shape_.splits, shape_.k_steps) == (splits, per_slice)
 
 
 BF16_PROMOTIONS = [("bfloat16", "bfloat16", "bfloat16"), ("bfloat16", "float32", "float32"),

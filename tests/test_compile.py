@@ -195,7 +195,7 @@ def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
             shape = rung.plan(problem)
         except (TypeError, ValueError):
             continue
-        indexes = ("int",) if rung.name == "wgmma" else ("int", "long long")
+        indexes = ("int",) if rung.name in matmul_rungs.HOPPER_RUNGS else ("int", "long long")
         for index, aligned in itertools.product(indexes, (False, True)):
             names.add(shape.instance(index, aligned))
     assert names == set(rung.instances)

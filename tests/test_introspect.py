@@ -318,6 +318,9 @@ def test_describe_shows_the_kernels_that_launch():
             if rungs <= set(op.ladder.names):
                 (rung,) = rungs
                 assert info.method == rung and info.kernel_function == op.ladder[rung].kernel
-                assert all(r.instance.startswith(info.kernel_function + "<") for r in records)
+                # The rung's kernel launches; a second launch of the rung (split_k's sum) is a
+                # kernel named after it.
+                assert any(r.instance.startswith(info.kernel_function + "<") for r in records)
+                assert all(r.instance.startswith(info.kernel_function) for r in records)
             else:  # the axis kernels: not a rung, and the note says which kernels run
                 assert "for this input the wrapper launches" in info.note, info.note

@@ -30,8 +30,8 @@ def tensor_cores(request):
     if capability < 80:
         pytest.skip("the tensor-core rungs need compute capability 8.0")
     method = getattr(request.node, "callspec", None) and request.node.callspec.params.get("method")
-    if method == "wgmma" and capability != 90:
-        pytest.skip("the wgmma rung runs on compute capability 9.0 only")
+    if method in ("wgmma", "split_k") and capability != 90:
+        pytest.skip(f"the {method} rung runs on compute capability 9.0 only")
 
 
 def assert_tensor_close(got, a, b, *, tf32: bool, context: str):
@@ -233,3 +233,30 @@ def test_bfloat16_tensors_from_torch_through_dlpack(rng):
     theirs = cupy.from_dlpack(torch.matmul(a, b))
     assert theirs.dtype == BFLOAT16
     assert_tensor_close(theirs, host_a, host_b, tf32=False, context="torch.matmul itself")
+
+
+# --- split_k ----------------------------------------------------------------------------------------
+
+SPLIT_SHAPES = [((128, 8192), (8192, 64)), ((3, 100, 3000), (3000, 70)), ((64, 5000), (2, 5000, 33)),
+                ((1, 4100), (4100, 300))]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("shapes", SPLIT_SHAPES, ids=pair_id)
+def test_split_k_sums_its_slices_in_one_order(shapes, kind, rng):
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip("split_k runs on compute capability 9.0 only")
+    dtype, precision = KINDS[kind]
+    a = reference.random_array(shapes[0], dtype, rng)
+    b = reference.random_array(shapes[1], dtype, rng)
+    da, db = cupy.asarray(a), cupy.asarray(b)
+    out = poisoned(numpy.matmul(a, b).shape, dtype)
+    with record_launches() as launches:
+        got = gk.matmul(da, db, method="split_k", out=out, precision=precision)
+    names = [launch.instance.split("<")[0] for launch in launches]
+    assert names[-2:] == ["matmul_split_k", "matmul_split_k_sum"], names
+    assert launches[-2].grid[2] > 1  # K really is split
+    assert got is out
+    assert_tensor_close(got, a, b, tf32=kind == "tf32", context=f"split_k {pair_id(shapes)}")
+    again = gk.matmul(da, db, method="split_k", precision=precision)
+    assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()

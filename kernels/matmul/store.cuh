@@ -46,3 +46,21 @@ __device__ __forceinline__ void gk_mma_store2(gk_bfloat16* p, float v0, float v1
         if (in1) p[1].bits = (unsigned short)(h2 >> 16);
     }
 }
+
+// One float32 sum rounded to nearest even as T (float: as it is).
+template <typename T>
+__device__ __forceinline__ T gk_round(float v);
+template <>
+__device__ __forceinline__ float gk_round<float>(float v) {
+    return v;
+}
+template <>
+__device__ __forceinline__ gk_half gk_round<gk_half>(float v) {
+    return to_acc<gk_half>(v);
+}
+template <>
+__device__ __forceinline__ gk_bfloat16 gk_round<gk_bfloat16>(float v) {
+    gk_bfloat16 h;
+    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h.bits) : "f"(v));
+    return h;
+}

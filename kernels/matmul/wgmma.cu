@@ -1,9 +1,12 @@
-// wgmma.cu - rung 8 of the matmul ladder: Hopper's warpgroup MMAs (sm_90a only). It is its own
-// source because it is compiled with -arch=sm_90a, which runs on compute capability 9.0 and
-// nothing else; the rung runs there only. It shares the epilogue store with rung 7 (store.cuh).
+// wgmma.cu - rungs 8 and 9 of the matmul ladder: Hopper's warpgroup MMAs (sm_90a only). It is its
+// own source because it is compiled with -arch=sm_90a, which runs on compute capability 9.0 and
+// nothing else; the rungs run there only. They share the epilogue store with rung 7 (store.cuh).
 //
 //   matmul_wgmma<T, THREADS, BM, BN, STAGES, SHARED_BYTES>(a_map, b_map, C, M, N, K, tiles_m,
 //                                                         tiles_n, a_batched, b_batched)
+//   matmul_split_k<...>(a_map, b_map, partial, ..., b_batched, k_steps): the same, each block
+//       over k_steps of K (blockIdx.z: which), float32 partial tiles; then
+//   matmul_split_k_sum<T, THREADS>(partial, C, count, splits): C = the partials' sum.
 //
 // Operands (the host builds one CUtensorMap per operand, 3-D: columns, rows, matrices):
 //   A: (batch, M, K), K contiguous (K-major), box BM rows x 128 bytes.
@@ -16,8 +19,9 @@
 // layout below by static_assert):
 //   threads per block      : THREADS = 384 (3 warpgroups)             GK_WG_THREADS
 //   block tile of C        : BM x BN = 128 x 256                      GK_WG_BM, GK_WG_BN
-//   grid                   : (tiles_m * tiles_n, batch, 1); blockIdx.x is a tile in groups of
-//                            GK_WG_GROUP row tiles (neighbouring blocks share panels of A and B in L2)
+//   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
+//                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
+//                            B in L2); splits = 1 for rung 8
 //   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 1024 (for alignment)
 //   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
 //   M, N, K                : below 2^31 (the host checks); K > 0 (K = 0 needs no kernel).
@@ -143,6 +147,119 @@ __device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_des
                  : "l"(a_desc), "l"(b_desc));
 }
 
+// --- one block's work, shared by rungs 8 and 9 ----------------------------------------------------
+// The tile of C at (m0, n0) over k-steps [k_begin, k_end) of BK: float32 sums stored to the
+// matrix Cb, rounded to Out (T for rung 8, float partial sums for rung 9).
+template <typename T, typename Out>
+__device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk_tensor_map& b_map,
+                                            Out* __restrict__ Cb, int M, int N, int m0, int n0,
+                                            int a_matrix, int b_matrix, int k_begin, int k_end) {
+    constexpr bool B_MN_MAJOR = sizeof(T) == 2;
+    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 16-bit or 32 TF32 per stage
+    constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 or 8 elements
+    extern __shared__ unsigned char gk_wg_smem[];
+    __shared__ __align__(8) u64 full[GK_WG_STAGES], empty[GK_WG_STAGES];
+    const int steps = k_end - k_begin;
+
+    // 128-byte swizzled tiles need 1024-byte aligned buffers.
+    const unsigned smem = (gk_shared_address(gk_wg_smem) + 1023u) & ~1023u;
+    const unsigned full0 = gk_shared_address(full), empty0 = gk_shared_address(empty);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < GK_WG_STAGES; ++s) {
+            gk_wg_bar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
+            gk_wg_bar_init(empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+        // Producer: one thread keeps STAGES tiles of A and B in flight.
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (threadIdx.x == 0) {
+            for (int i = 0; i < steps; ++i) {
+                const int s = i % GK_WG_STAGES, k = (k_begin + i) * BK;
+                if (i >= GK_WG_STAGES) gk_wg_bar_wait(empty0 + 8 * s, (i / GK_WG_STAGES - 1) & 1);
+                const unsigned a_tile = smem + s * GK_WG_STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
+                const unsigned bar = full0 + 8 * s;
+                gk_wg_bar_expect(bar, GK_WG_STAGE_BYTES);
+                gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
+                if constexpr (B_MN_MAJOR) {
+#pragma unroll
+                    for (int j = 0; j < GK_WG_BN / 64; ++j)
+                        gk_wg_tma_load(b_tile + j * 64 * GK_WG_ROW_BYTES, &b_map, n0 + 64 * j, k,
+                                       b_matrix, bar);
+                } else {
+                    gk_wg_tma_load(b_tile, &b_map, k, n0, b_matrix, bar);
+                }
+            }
+        }
+    } else {
+        // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127.
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        float d[128];
+#pragma unroll
+        for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+        const unsigned a_rows = (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
+        for (int i = 0; i < steps; ++i) {
+            const int s = i % GK_WG_STAGES;
+            gk_wg_bar_wait(full0 + 8 * s, (i / GK_WG_STAGES) & 1);
+            const unsigned a_tile = smem + s * GK_WG_STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
+            gk_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < GK_WG_ROW_BYTES / K_STEP_BYTES; ++kk) {
+                const u64 a_desc = gk_wg_desc(a_tile + a_rows + kk * K_STEP_BYTES, 16, 1024);
+                const u64 b_desc =
+                    B_MN_MAJOR
+                        ? gk_wg_desc(b_tile + kk * (K_STEP_BYTES / (int)sizeof(T)) * GK_WG_ROW_BYTES,
+                                     64 * GK_WG_ROW_BYTES, 1024)
+                        : gk_wg_desc(b_tile + kk * K_STEP_BYTES, 16, 1024);
+                gk_wg_mma(d, a_desc, b_desc, T());
+            }
+            gk_wg_commit();
+            // Keep this stage's products in flight; the previous stage's are done, so its
+            // buffers go back to the producer.
+            gk_wg_wait<1>();
+            gk_wg_pin(d);
+            if (i > 0 && threadIdx.x % 128 == 0)
+                gk_wg_bar_arrive(empty0 + 8 * ((i - 1) % GK_WG_STAGES));
+        }
+        gk_wg_wait<0>();
+        gk_wg_pin(d);
+
+        // Epilogue: warp w of the warpgroup holds rows 16w + g and 16w + g + 8 (g = lane / 4),
+        // columns 8i + 2t, 8i + 2t + 1 (t = lane % 4) in d[4i .. 4i + 3].
+        const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+        const int g = lane >> 2, t = lane & 3;
+        const bool pair = (N & 1) == 0 &&
+                          (reinterpret_cast<u64>(Cb) & (2 * sizeof(Out) - 1)) == 0;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = m0 + (warpgroup - 1) * 64 + w * 16 + h * 8 + g;
+            if (m >= M) continue;
+            Out* row = Cb + (i64)m * N;
+#pragma unroll
+            for (int i = 0; i < GK_WG_BN / 8; ++i) {
+                const int n = n0 + 8 * i + 2 * t;
+                gk_mma_store2(row + n, d[4 * i + 2 * h], d[4 * i + 2 * h + 1], n < N, n + 1 < N,
+                              pair);
+            }
+        }
+    }
+}
+
+// The tile of C that block column `tile` covers: groups of GK_WG_GROUP row tiles, column tiles
+// within a group, rows fastest.
+__device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int tiles_n, int& m0,
+                                                  int& n0) {
+    const int per_group = GK_WG_GROUP * tiles_n;
+    const int first_m = tile / per_group * GK_WG_GROUP;
+    const int rows_here = min(tiles_m - first_m, GK_WG_GROUP);
+    m0 = (first_m + tile % per_group % rows_here) * GK_WG_BM;
+    n0 = tile % per_group / rows_here * GK_WG_BN;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rung 8 - wgmma: the 128 x 256 tile of C is computed by Hopper's warpgroup MMAs. Rung 7's
 // mma.sync does 16x8x16 per warp instruction with every fragment loaded through registers
@@ -163,8 +280,10 @@ __device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_des
 //    and, once the products of a stage are done, arrives on its "empty".
 //  * Tiles are numbered in groups of 8 row tiles, so the blocks resident at one time share
 //    panels of A and B in L2.
-// Accumulation order is fixed (increasing k, no split-K, no atomics): results are bitwise
-// reproducible on one GPU model.
+// Accumulation order is fixed (increasing k, no atomics): results are bitwise reproducible on
+// one GPU model. Measured (H100, held, of cuBLAS; shape suite of 233 products, NOTES 61):
+// 0.79-0.94 on cubes of 2048-8192, 0.50 at 1024^3, geometric mean 0.46 over the suite, 0.11
+// where a few tiles walk a long K (128x8192x64).
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,
@@ -174,110 +293,64 @@ __global__ void __launch_bounds__(THREADS, 1)
                       STAGES == GK_WG_STAGES && SHARED_BYTES == GK_WG_SMEM_BYTES,
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool B_MN_MAJOR = sizeof(T) == 2;
-    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 16-bit or 32 TF32 per stage
-    constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 or 8 elements
-    extern __shared__ unsigned char gk_wg_smem[];
-    __shared__ __align__(8) u64 full[GK_WG_STAGES], empty[GK_WG_STAGES];
-
-    // Tile of C: groups of GK_WG_GROUP row tiles, column tiles within a group, rows fastest.
-    const int tile = blockIdx.x, per_group = GK_WG_GROUP * tiles_n;
-    const int first_m = tile / per_group * GK_WG_GROUP;
-    const int rows_here = min(tiles_m - first_m, GK_WG_GROUP);
-    const int m0 = (first_m + tile % per_group % rows_here) * GK_WG_BM;
-    const int n0 = tile % per_group / rows_here * GK_WG_BN;
+    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
+    int m0, n0;
+    gk_wg_tile_origin(blockIdx.x, tiles_m, tiles_n, m0, n0);
     const int matrix = blockIdx.y;
-    const int ktiles = (K + BK - 1) / BK;
-
-    // 128-byte swizzled tiles need 1024-byte aligned buffers.
-    const unsigned smem = (gk_shared_address(gk_wg_smem) + 1023u) & ~1023u;
-    const unsigned full0 = gk_shared_address(full), empty0 = gk_shared_address(empty);
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < GK_WG_STAGES; ++s) {
-            gk_wg_bar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
-            gk_wg_bar_init(empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-
-    const int warpgroup = threadIdx.x / 128;
-    if (warpgroup == 0) {
-        // Producer: one thread keeps STAGES tiles of A and B in flight.
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x == 0) {
-            const int a_matrix = a_batched ? matrix : 0, b_matrix = b_batched ? matrix : 0;
-            for (int kt = 0; kt < ktiles; ++kt) {
-                const int s = kt % GK_WG_STAGES;
-                if (kt >= GK_WG_STAGES) gk_wg_bar_wait(empty0 + 8 * s, (kt / GK_WG_STAGES - 1) & 1);
-                const unsigned a_tile = smem + s * GK_WG_STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
-                const unsigned bar = full0 + 8 * s;
-                gk_wg_bar_expect(bar, GK_WG_STAGE_BYTES);
-                gk_wg_tma_load(a_tile, &a_map, kt * BK, m0, a_matrix, bar);
-                if constexpr (B_MN_MAJOR) {
-#pragma unroll
-                    for (int j = 0; j < GK_WG_BN / 64; ++j)
-                        gk_wg_tma_load(b_tile + j * 64 * GK_WG_ROW_BYTES, &b_map, n0 + 64 * j,
-                                       kt * BK, b_matrix, bar);
-                } else {
-                    gk_wg_tma_load(b_tile, &b_map, kt * BK, n0, b_matrix, bar);
-                }
-            }
-        }
-    } else {
-        // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127.
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        float d[128];
-#pragma unroll
-        for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-        const unsigned a_rows = (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
-        for (int kt = 0; kt < ktiles; ++kt) {
-            const int s = kt % GK_WG_STAGES;
-            gk_wg_bar_wait(full0 + 8 * s, (kt / GK_WG_STAGES) & 1);
-            const unsigned a_tile = smem + s * GK_WG_STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
-            gk_wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < GK_WG_ROW_BYTES / K_STEP_BYTES; ++kk) {
-                const u64 a_desc = gk_wg_desc(a_tile + a_rows + kk * K_STEP_BYTES, 16, 1024);
-                const u64 b_desc =
-                    B_MN_MAJOR
-                        ? gk_wg_desc(b_tile + kk * (K_STEP_BYTES / (int)sizeof(T)) * GK_WG_ROW_BYTES,
-                                     64 * GK_WG_ROW_BYTES, 1024)
-                        : gk_wg_desc(b_tile + kk * K_STEP_BYTES, 16, 1024);
-                gk_wg_mma(d, a_desc, b_desc, T());
-            }
-            gk_wg_commit();
-            // Keep this stage's products in flight; the previous stage's are done, so its
-            // buffers go back to the producer.
-            gk_wg_wait<1>();
-            gk_wg_pin(d);
-            if (kt > 0 && threadIdx.x % 128 == 0)
-                gk_wg_bar_arrive(empty0 + 8 * ((kt - 1) % GK_WG_STAGES));
-        }
-        gk_wg_wait<0>();
-        gk_wg_pin(d);
-
-        // Epilogue: warp w of the warpgroup holds rows 16w + g and 16w + g + 8 (g = lane / 4),
-        // columns 8i + 2t, 8i + 2t + 1 (t = lane % 4) in d[4i .. 4i + 3].
-        const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
-        const int g = lane >> 2, t = lane & 3;
-        T* Cb = C + (i64)matrix * M * N;
-        const bool pair = (N & 1) == 0 &&
-                          (reinterpret_cast<u64>(C) & (2 * sizeof(T) - 1)) == 0;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int m = m0 + (warpgroup - 1) * 64 + w * 16 + h * 8 + g;
-            if (m >= M) continue;
-            T* row = Cb + (i64)m * N;
-#pragma unroll
-            for (int i = 0; i < GK_WG_BN / 8; ++i) {
-                const int n = n0 + 8 * i + 2 * t;
-                gk_mma_store2(row + n, d[4 * i + 2 * h], d[4 * i + 2 * h + 1], n < N, n + 1 < N,
-                              pair);
-            }
-        }
-    }
+    gk_wg_block<T, T>(a_map, b_map, C + (i64)matrix * M * N, M, N, m0, n0,
+                      a_batched ? matrix : 0, b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
 #else
     asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0
 #endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 9 - split_k: rung 8's block over a slice of K. Where the tiles of C are fewer than the
+// SMs and K is long (128 x 8192 x 64 is one tile: rung 8 runs it on one SM of 132, at 0.11 of
+// cuBLAS), blockIdx.z splits K into slices of k_steps stages; each block writes its tile's
+// float32 partial sums to its own slice of a workspace (partial[split][matrix], M x N each),
+// and a second launch (matmul_split_k_sum) adds the slices in split order and rounds once to
+// T. Every sum has one order whatever the timing (no atomics): results are bitwise
+// reproducible, and as accurate as rung 8's (float32 sums, one rounding). The cost is the
+// workspace's round trip, splits x M x N x 4 bytes written and read, mostly in L2 at the sizes
+// where the host picks this rung. Measured (H100, held, of cuBLAS; NOTES 62): 128x8192x64
+// 0.11 -> 0.59, 64x8192x768 0.13 -> 0.71, decode 1x8192x8192 0.59 -> 0.88 (0.95 of a copy);
+// 1024^3 0.42 -> 0.43 (the workspace and the second launch cost what the slices save).
+template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
+__global__ void __launch_bounds__(THREADS, 1)
+    matmul_split_k(const __grid_constant__ gk_tensor_map a_map,
+                   const __grid_constant__ gk_tensor_map b_map, float* __restrict__ partial,
+                   int M, int N, int K, int tiles_m, int tiles_n, int a_batched, int b_batched,
+                   int k_steps) {
+    static_assert(THREADS == GK_WG_THREADS && BM == GK_WG_BM && BN == GK_WG_BN &&
+                      STAGES == GK_WG_STAGES && SHARED_BYTES == GK_WG_SMEM_BYTES,
+                  "the host's geometry is the layout this kernel is written for");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
+    int m0, n0;
+    gk_wg_tile_origin(blockIdx.x, tiles_m, tiles_n, m0, n0);
+    const int matrix = blockIdx.y, split = blockIdx.z;
+    const int k_begin = split * k_steps;
+    const int k_end = min(k_begin + k_steps, (K + BK - 1) / BK);  // an empty slice stores zeros
+    gk_wg_block<T, float>(a_map, b_map,
+                          partial + ((i64)split * gridDim.y + matrix) * M * N, M, N, m0, n0,
+                          a_batched ? matrix : 0, b_batched ? matrix : 0, k_begin,
+                          max(k_begin, k_end));
+#else
+    asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0
+#endif
+}
+
+// C[i] = partial[0][i] + partial[1][i] + ... + partial[splits - 1][i], in that order, rounded
+// once to T; count = the elements of C (every matrix). A thread per element, grid-stride.
+template <typename T, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+    matmul_split_k_sum(const float* __restrict__ partial, T* __restrict__ C, i64 count,
+                       int splits) {
+    for (i64 i = (i64)blockIdx.x * THREADS + threadIdx.x; i < count;
+         i += (i64)gridDim.x * THREADS) {
+        float sum = partial[i];
+        for (int s = 1; s < splits; ++s) sum += partial[s * count + i];
+        C[i] = gk_round<T>(sum);
+    }
 }

@@ -10,7 +10,8 @@ Each operation is a ladder of kernels, from the textbook version to faster rungs
 >>> bool((gk.transpose(x) == x.T).all())
 True
 >>> gk.methods("matmul")
-('naive', 'tiled', 'blocked_1d', 'blocked_2d', 'warp_tiled', 'large_tile', 'mma', 'wgmma')
+('naive', 'tiled', 'blocked_1d', 'blocked_2d', 'warp_tiled', 'large_tile', 'mma', 'wgmma',
+ 'split_k')
 """
 
 from importlib.metadata import PackageNotFoundError, version

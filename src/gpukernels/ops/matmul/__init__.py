@@ -230,10 +230,12 @@ def _simt_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: in
 
 
 class _Wgmma:
-    """The Hopper rung's launches: a tensor map per operand, then one launch per 65535
-    matrices. Operands TMA can read as they are keep a map template re-aimed at each call's
-    data; others (a transposed view, rows not 16-byte aligned) are copied into padded stacks
-    on every call, and TF32's B is transposed first (its wgmma reads both operands K-major)."""
+    """The Hopper rungs' launches: a tensor map per operand, then one launch per 65535
+    matrices (split_k: into a float32 workspace of partial tiles, then the launch that sums
+    them into C). Operands TMA can read as they are keep a map template re-aimed at each
+    call's data; others (a transposed view, rows not 16-byte aligned) are copied into padded
+    stacks on every call, and TF32's B is transposed first (its wgmma reads both operands
+    K-major)."""
 
     def __init__(self, shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int, K: int,
                  batch: int, a: _Operand, b: _Operand) -> None:
@@ -251,6 +253,7 @@ class _Wgmma:
         int32 = numpy.int32
         self.scalars = (int32(M), int32(N), int32(K), int32(self.tiles[0]), int32(self.tiles[1]))
         self.calls: dict[tuple, KernelCall] = {}
+        self.sums: dict[int, KernelCall] = {}  # split_k: the sum of the slices, per matrix count
         # Map templates for operands read as they are (the common case); None: built per call.
         self.templates: list[tuple[tensor_map.MapTemplate, bool] | None] = [None, None]
         for position, (stack, operand) in enumerate(((a_stack, a), (b_stack, b))):
@@ -273,19 +276,45 @@ class _Wgmma:
         call = self.calls.get(key)
         if call is None:
             tiles_m, tiles_n = self.tiles
+            split = self.shape.rung.name == "split_k"
             args = (Array(0, tensor_map.MAP_BYTES), Array(1, tensor_map.MAP_BYTES), Array(2),
-                    *self.scalars, numpy.int32(batched[0]),
-                    numpy.int32(batched[1]))
+                    *self.scalars, numpy.int32(batched[0]), numpy.int32(batched[1]),
+                    *((numpy.int32(self.shape.k_steps),) if split else ()))
             call = self.calls[key] = KernelCall(
-                self.shape.rung.source, self.instance, (tiles_m * tiles_n, count, 1),
-                self.shape.block, args, self.shape.shared_mem, self.shape.rung.name)
+                self.shape.rung.source, self.instance,
+                (tiles_m * tiles_n, count, self.shape.splits), self.shape.block, args,
+                self.shape.shared_mem, self.shape.rung.name)
+        return call
+
+    def _launch(self, call: KernelCall, a_map: Any, b_map: Any, c: Any, count: int) -> None:
+        """One product launch into ``c`` (count matrices); split_k writes a workspace of
+        float32 partial tiles, which a second launch sums into ``c``."""
+        if self.shape.rung.name != "split_k":
+            call(a_map, b_map, c)
+            return
+        partial = _device.cupy.empty((self.shape.splits, count, self.M, self.N), numpy.float32)
+        call(a_map, b_map, partial)
+        self._sum(count)(partial, c)
+
+    def _sum(self, count: int) -> KernelCall:
+        call = self.sums.get(count)
+        if call is None:
+            total = count * self.M * self.N
+            threads = rungs.SPLIT_K_SUM_THREADS
+            blocks = builtins.min(ceil_div(total, threads), 8 * _device.multiprocessor_count())
+            call = self.sums[count] = KernelCall(
+                self.shape.rung.source, rungs.split_k_sum_instance(self.compute),
+                (blocks, 1, 1), (threads, 1, 1),
+                (Array(0), Array(1), numpy.int64(total), numpy.int32(self.shape.splits)), 0,
+                self.shape.rung.name)
         return call
 
     def __call__(self, a: Any, b: Any, c: Any) -> None:
         """Multiply the call's operands ``a`` and ``b`` (as given to matmul) into ``c``."""
         if self.direct is not None:
             call, a_template, b_template = self.direct
-            call(a_template.at(a.data.ptr), b_template.at(b.data.ptr), c)
+            self._launch(call, a_template.at(a.data.ptr), b_template.at(b.data.ptr), c,
+                         self.batch)
             return
         a_stack, b_stack = self.a.stack(a), self.b.stack(b)
         c_stack = c.reshape(self.batch, self.M, self.N)
@@ -302,7 +331,8 @@ class _Wgmma:
             b_part = b_op[start:start + count] if b_batched else b_op
             a_map = tensor_map.tiled_map(a_part, self.box_cols, tile_rows, a_batched)
             b_map = tensor_map.tiled_map(b_part, self.box_cols, self.b_box_rows, b_batched)
-            self._call(count, (a_batched, b_batched))(a_map, b_map, c_stack[start:start + count])
+            self._launch(self._call(count, (a_batched, b_batched)), a_map, b_map,
+                         c_stack[start:start + count], count)
 
 
 def _tma_operand(x: Any) -> tuple[Any, bool]:
@@ -355,7 +385,7 @@ def _plan(a: Any, b: Any, rung: rungs.Rung | None, precision: str, c_address: in
     c_aligned = (plan.in_place and c_address % 16 == 0) or not plan.in_place
     if K == 0:
         plan.zero = True
-    elif chosen is LADDER["wgmma"]:
+    elif chosen.name in rungs.HOPPER_RUNGS:
         plan.wgmma = _Wgmma(shape, a_stack, b_stack, M, N, K, batch, plan.a, plan.b)
     else:
         plan.launches = _simt_launches(shape, a_stack, b_stack, M, N, K, c_aligned)

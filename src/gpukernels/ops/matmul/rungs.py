@@ -20,7 +20,7 @@ from ..._core.ladder import Ladder, Needs, Rung
 from ..._core.launch import INDEX_SCALARS, ceil_div
 
 __all__ = ["Problem", "Shape", "LADDER", "choose", "PRECISIONS", "compute_dtype",
-           "TENSOR_CORE_C_TYPES", "C_TYPES", "HALF_TYPES"]
+           "TENSOR_CORE_C_TYPES", "C_TYPES", "HALF_TYPES", "HOPPER_RUNGS"]
 
 SIMT_SOURCE = KernelSource("matmul/simt.cu", weight=6.0)
 MMA_SOURCE = KernelSource("matmul/mma.cu", weight=6.0)
@@ -88,6 +88,8 @@ class Shape:
     compute: numpy.dtype
     aligned_flag: bool  # the kernel takes ALIGNED (16-byte accesses when the host checked them)
     aligned_c: bool = False  # ALIGNED also stores C 16 bytes at a time (the SIMT rungs)
+    splits: int = 1  # split_k: slices of K, each of k_steps stages
+    k_steps: int = 0
 
     def instance(self, index: str, aligned: bool) -> str:
         return _INSTANCE[self.rung.name](self.compute, index, aligned and self.aligned_flag)
@@ -229,9 +231,13 @@ WGMMA_SHARED_BYTES = WGMMA_STAGES * (WGMMA_TILE[0] + WGMMA_TILE[1]) * WGMMA_ROW_
 WGMMA_F16_B_BOX = 64
 
 
-def _wgmma_instance(compute: numpy.dtype, index: str, aligned: bool) -> str:
-    return (f"matmul_wgmma<{TENSOR_CORE_C_TYPES[compute]}, {WGMMA_THREADS}, {WGMMA_TILE[0]}, "
-            f"{WGMMA_TILE[1]}, {WGMMA_STAGES}, {WGMMA_SHARED_BYTES}>")
+def _hopper_instance(kernel: str) -> Callable[[numpy.dtype, str, bool], str]:
+    """Instances of the Hopper rungs: one per type (32-bit indices; TMA reads any layout)."""
+    def instance(compute: numpy.dtype, index: str, aligned: bool) -> str:
+        return (f"{kernel}<{TENSOR_CORE_C_TYPES[compute]}, {WGMMA_THREADS}, {WGMMA_TILE[0]}, "
+                f"{WGMMA_TILE[1]}, {WGMMA_STAGES}, {WGMMA_SHARED_BYTES}>")
+
+    return instance
 
 
 def wgmma_fits(p: Problem) -> bool:
@@ -239,20 +245,68 @@ def wgmma_fits(p: Problem) -> bool:
     return max(p.M, p.N, p.K) < 2**31
 
 
-def plan_wgmma(p: Problem) -> Shape:
-    compute = _check_tensor_cores(p, "wgmma")
+def _check_hopper(p: Problem, name: str) -> numpy.dtype:
+    compute = _check_tensor_cores(p, name)
     if p.capability != WGMMA_CAPABILITY:
-        raise ValueError(f"the rung 'wgmma' runs on compute capability 9.0 (Hopper, sm_90a) "
+        raise ValueError(f"the rung {name!r} runs on compute capability 9.0 (Hopper, sm_90a) "
                          f"only; this GPU has {p.capability / 10:.1f}")
     if not wgmma_fits(p):
-        raise ValueError(f"the rung 'wgmma' takes M, N and K below 2**31; this product is "
+        raise ValueError(f"the rung {name!r} takes M, N and K below 2**31; this product is "
                          f"{p.M}x{p.K} @ {p.K}x{p.N}")
+    return compute
+
+
+def plan_wgmma(p: Problem) -> Shape:
+    compute = _check_hopper(p, "wgmma")
     return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), WGMMA_TILE, WGMMA_SHARED_BYTES, compute,
                  False)
 
 
+# --- rung 9: split_k (kernels/matmul/wgmma.cu) -----------------------------------------------------
+
+#: A slice of K is at least this many stages (256 of K for 16-bit types), so that its pipeline
+#: fills; at most this many slices.
+SPLIT_K_MIN_STEPS = 4
+SPLIT_K_MAX_SPLITS = 16
+SPLIT_K_SUM_THREADS = 256  # threads per block of matmul_split_k_sum
+
+
+def wgmma_tiles(p: Problem) -> int:
+    """Tiles of C of the Hopper rungs (128 x 256 each), over every matrix."""
+    return p.batch * ceil_div(p.M, WGMMA_TILE[0]) * ceil_div(p.N, WGMMA_TILE[1])
+
+
+def split_k_slices(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
+    """(slices, stages per slice) of K: as many slices as fill the SMs with blocks, none
+    shorter than :data:`SPLIT_K_MIN_STEPS` stages, at most :data:`SPLIT_K_MAX_SPLITS`."""
+    steps = max(1, ceil_div(p.K, WGMMA_ROW_BYTES // compute.itemsize))
+    wanted = max(1, min(SPLIT_K_MAX_SPLITS, p.multiprocessors // max(1, wgmma_tiles(p)),
+                        steps // SPLIT_K_MIN_STEPS))
+    per_slice = ceil_div(steps, wanted)
+    return ceil_div(steps, per_slice), per_slice
+
+
+def plan_split_k(p: Problem) -> Shape:
+    compute = _check_hopper(p, "split_k")
+    splits, k_steps = split_k_slices(p, compute)
+    return Shape(LADDER["split_k"], (WGMMA_THREADS, 1, 1), WGMMA_TILE, WGMMA_SHARED_BYTES,
+                 compute, False, splits=splits, k_steps=k_steps)
+
+
+def split_k_sum_instance(compute: numpy.dtype) -> str:
+    return f"matmul_split_k_sum<{TENSOR_CORE_C_TYPES[compute]}, {SPLIT_K_SUM_THREADS}>"
+
+
+#: The sums of split_k's slices: float16 and TF32 at import, bfloat16 on first use.
+SPLIT_K_SUM_GROUPS = tuple(
+    WGMMA_SOURCE.add(f"split_k sum {TENSOR_CORE_C_TYPES[c]}", [split_k_sum_instance(c)],
+                     eager=c != BFLOAT16) for c in TENSOR_CORE_C_TYPES)
+
+
+#: The Hopper rungs, which share wgmma.cu's block, launch path and geometry.
+HOPPER_RUNGS = ("wgmma", "split_k")
 _INSTANCE = {**{name: _simt_instance(name) for name in SIMT}, "mma": _mma_instance,
-             "wgmma": _wgmma_instance}
+             **{name: _hopper_instance(f"matmul_{name}") for name in HOPPER_RUNGS}}
 
 
 # --- the ladder ------------------------------------------------------------------------------------------
@@ -313,20 +367,33 @@ LADDER = Ladder("matmul", (
                dtypes="float16 and bfloat16, or float32 as TF32",
                layout="M, N and K below 2**31",
                precision="float32 only with precision='tf32'")),
+    Rung("split_k", "wgmma's block over slices of K where the tiles of C are fewer than the "
+                    "SMs: float32 partial tiles, then their sum in slice order, rounded once",
+         WGMMA_SOURCE, "matmul_split_k",
+         _tensor_groups(WGMMA_SOURCE, "split_k", ("int",), (False,)), plan_split_k,
+         Needs(only_capability=WGMMA_CAPABILITY,
+               dtypes="float16 and bfloat16, or float32 as TF32",
+               layout="M, N and K below 2**31",
+               precision="float32 only with precision='tf32'")),
 ))
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"``: on the tensor cores for float16 and bfloat16 (compute capability 8.0 and
-    newer) and
-    for precision="tf32": wgmma on 9.0, mma elsewhere. Among the SIMT rungs, large_tile when its
-    256x128 tiles give every SM a block, and warp_tiled's 128x128 ones below that (H200: at
-    1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with 32 blocks at 0.29; at 2048^3, 128
-    blocks, large_tile led 0.82 to 0.73)."""
+    """``method="auto"``.
+
+    float16, bfloat16 and precision="tf32" run on the tensor cores (compute capability 8.0 and
+    newer): on 9.0 split_k wherever it would cut K into two or more slices (few tiles of C, a
+    long K), else wgmma; mma elsewhere. Over the shape suite (H100, NOTES 62) that rule's
+    geometric mean is within 0.01 of taking the faster of the two on every product. Among the
+    SIMT rungs, large_tile when its 256x128 tiles give every SM a block, and warp_tiled's
+    128x128 ones below that (H200: at 1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with
+    32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73).
+    """
     if p.precision == "tf32" or (p.dtype in HALF_TYPES
                                  and p.capability >= TENSOR_CORE_CAPABILITY):
         if p.capability == WGMMA_CAPABILITY and wgmma_fits(p):
-            return LADDER["wgmma"]
+            compute = compute_dtype(p.dtype, p.K, tensor_cores=True)
+            return LADDER["split_k" if split_k_slices(p, compute)[0] >= 2 else "wgmma"]
         return LADDER["mma"]
     tile = SIMT["large_tile"].tile
     tiles = p.batch * ceil_div(p.M, tile[0]) * ceil_div(p.N, tile[1])
