@@ -22,6 +22,7 @@ da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
 import gpukernels.dask as gkd  # noqa: E402
+from gpukernels._core import floats  # noqa: E402
 from gpukernels._core.compare import compare  # noqa: E402
 from gpukernels._core.ladder import OPERATIONS  # noqa: E402
 
@@ -162,6 +163,19 @@ def test_matmul_sums_float16_partials_in_float32_and_rounds_once(numpy_chunks, r
     parts = [numpy.matmul(a[:, i:i + 1000], b[i:i + 1000]) for i in (0, 1000, 2000)]
     want = (parts[0].astype(numpy.float32) + parts[1] + parts[2]).astype(numpy.float16)
     assert numpy.array_equal(c.compute(), want)
+
+
+def test_matmul_sums_bfloat16_partials_in_float32_and_rounds_once(numpy_chunks, rng):
+    bf16 = floats.BFLOAT16
+    a = (rng.random((8, 3000)) - 0.5).astype(bf16)
+    b = (rng.random((3000, 8)) - 0.5).astype(bf16)
+    c = gkd.matmul(da.from_array(a, chunks=(8, 1000)), da.from_array(b, chunks=(1000, 8)))
+    assert c.dtype == bf16
+    # (the NumPy stand-in's bfloat16 product is float32, as ml_dtypes' matmul gives)
+    parts = [numpy.matmul(a[:, i:i + 1000], b[i:i + 1000]) for i in (0, 1000, 2000)]
+    want = (parts[0].astype(numpy.float32) + parts[1] + parts[2]).astype(bf16)
+    got = c.compute()
+    assert got.dtype == bf16 and numpy.array_equal(got.view(numpy.uint16), want.view(numpy.uint16))
 
 
 def test_matmul_integers_wrap_exactly(numpy_chunks, rng):
@@ -351,7 +365,7 @@ def _all_operations(rng):
     ints = rng.integers(-1000, 1000, (513, 300), dtype=numpy.int32)
     _check("sum", gkd.sum(da.from_array(cupy.asarray(ints), chunks=100), axis=0), ints, axis=0)
     for dtype, method in ((numpy.float32, "auto"), (numpy.float16, "auto"),
-                          (numpy.float32, "blocked_2d")):
+                          (floats.BFLOAT16, "auto"), (numpy.float32, "blocked_2d")):
         a = (rng.random((300, 700)) - 0.5).astype(dtype)
         b = (rng.random((700, 250)) - 0.5).astype(dtype)
         da_a = da.from_array(cupy.asarray(a), chunks=(128, 256))
@@ -359,7 +373,7 @@ def _all_operations(rng):
         c = gkd.matmul(da_a, da_b, method=method)
         # each block product is rounded to the result dtype before the partials are added
         magnitude = numpy.abs(a.astype(numpy.float64)) @ numpy.abs(b.astype(numpy.float64))
-        extra = da_a.numblocks[1] * float(numpy.finfo(dtype).eps) * magnitude
+        extra = da_a.numblocks[1] * floats.eps(dtype) * magnitude
         _check("matmul", c, a, b, extra_bound=extra)
         again = gkd.matmul(da_a, da_b, method=method).compute()
         assert bool((again == c.compute()).all()), "the same chunking gives the same bits"

@@ -68,6 +68,7 @@ except ImportError as error:  # the optional extra is missing
         f"and dask-cuda); the import failed with: {error}") from error
 
 from ._core import device as _device
+from ._core import floats
 from ._core.ladder import OPERATIONS, Operation
 from .ops.matmul import matmul_shapes
 from .ops.moments import moment_states
@@ -170,8 +171,10 @@ def _keep(x: Any, axis: tuple, keepdims: bool) -> Any:
 
 
 def _accumulator(dtype: numpy.dtype) -> numpy.dtype:
-    """The dtype partial results of ``dtype`` are added in: float16 in float32, float32 in
-    float64, others in their own dtype (integers wrap as NumPy's do)."""
+    """The dtype partial results of ``dtype`` are added in: float16 and bfloat16 in float32,
+    float32 in float64, others in their own dtype (integers wrap as NumPy's do)."""
+    if floats.is_bfloat16(dtype):
+        return numpy.dtype(numpy.float32)
     wider: dict[str, numpy.dtype] = {"e": numpy.dtype(numpy.float32),
                                      "f": numpy.dtype(numpy.float64)}
     return wider.get(dtype.char, dtype)
@@ -216,9 +219,14 @@ def _add_partials(parts: Any, axis: tuple, keepdims: bool, *, dtype: Any,
         total = functools.reduce(numpy.add, [p.astype(acc) for p in flat]).astype(out_dtype)
     else:
         in_dtype = numpy.result_type(*flat)
-        flat = [p.astype(in_dtype, copy=False) for p in flat]
-        total = _device.cupy.empty(first.shape, out_dtype)
-        _adder(len(flat), in_dtype, out_dtype)(*flat, total)
+        # bfloat16 (CuPy's own kernels know it only as ml_dtypes' type) is added as float32
+        # and rounded once at the end.
+        wide = _accumulator(in_dtype) if floats.is_bfloat16(in_dtype) else in_dtype
+        flat = [p.astype(wide, copy=False) for p in flat]
+        total = _device.cupy.empty(first.shape, _accumulator(out_dtype)
+                                   if floats.is_bfloat16(out_dtype) else out_dtype)
+        _adder(len(flat), wide, total.dtype)(*flat, total)
+        total = total.astype(out_dtype, copy=False)
     return total if keepdims else total.squeeze(axis[0])
 
 
