@@ -729,6 +729,8 @@ def test_the_suite_summary_gives_minimum_and_geometric_mean():
     moved = 2 * 8192 * 8192 + 4 * 8192
     assert float(decode.split()[3]) == pytest.approx(moved / 0.2e-3 / 1e9 / 3000, abs=0.005)
     assert OPERATIONS["matmul"].bench.summary(synthetic_result()) == ""  # no suite: nothing
+    assert BenchResult(suite_rows(), ENVIRONMENT).summary() == text  # the result's own summary
+    assert synthetic_result().summary() == ""
 
 
 def test_the_suite_plots_ratios_against_work():

@@ -337,11 +337,9 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
     print(result)
-    for op in operations:
-        if op.bench.summary is not None:
-            text = op.bench.summary([r for r in result if r.operation == op.name])
-            if text:
-                print(text)
+    summary = result.summary()
+    if summary:
+        print(summary)
     _write_outputs(result, json_path=args.json, plot_path=args.plot, markdown_path=args.markdown)
     return _verdict(result)
 

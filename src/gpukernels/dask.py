@@ -30,7 +30,12 @@ same result on every run. Each function checks its inputs on the client, before 
 and raises TypeError or ValueError with NumPy's wording or a remedy; ``method=`` passes through
 to every task. The tasks run wherever Dask runs them: the threaded scheduler of the calling
 process, or the workers of a ``distributed`` cluster (``dask_cuda.LocalCUDACluster`` starts one
-worker per GPU).
+worker per GPU). bfloat16 blocks (``ml_dtypes.bfloat16``) work with the threaded scheduler
+and with a one-worker cluster. ``distributed`` sends CuPy blocks between processes with their
+dtype as a type string, so bfloat16 arrives as a 2-byte void: the tasks here take such blocks
+as bfloat16, and a result gathered by the client needs ``.view(ml_dtypes.bfloat16)``; but when
+the blocks of one result come from several worker processes, Dask's own gathering task fails
+to concatenate bfloat16 blocks with void ones (a limit of distributed's CuPy serialization).
 
 Install with ``pip install "gpukernels[dask]"`` (``dask[array]``, ``distributed``,
 ``dask-cuda``); ``import gpukernels`` itself does not need them.
@@ -90,8 +95,25 @@ def _chunk_type() -> type:
 
 
 def _kernel(name: str) -> Callable[..., Any]:
-    """The function the tasks of operation ``name`` call on their blocks."""
-    return OPERATIONS[name].function
+    """The function the tasks of operation ``name`` call on their blocks (bfloat16 blocks that
+    a distributed cluster delivered as 2-byte voids taken as bfloat16 again)."""
+    function = OPERATIONS[name].function
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return function(*(_as_bfloat16(x) for x in args), **kwargs)
+
+    return call
+
+
+_VOID2 = numpy.dtype("V2")
+
+
+def _as_bfloat16(x: Any) -> Any:
+    """``x``, or, if it is an array of 2-byte voids, the same memory as bfloat16. distributed
+    sends CuPy blocks between processes with their dtype as its type string, and bfloat16's
+    (``"<V2"``) comes back as a plain 2-byte void; the Dask layer's graphs hold no other
+    2-byte void blocks."""
+    return x.view(floats.BFLOAT16) if getattr(x, "dtype", None) == _VOID2 else x
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,7 +230,7 @@ def _add_partials(parts: Any, axis: tuple, keepdims: bool, *, dtype: Any,
         if isinstance(part, list):
             stack.extend(reversed(part))
         else:
-            flat.append(part)
+            flat.append(_as_bfloat16(part))
     dtype = numpy.dtype(dtype)
     out_dtype = dtype if last else _accumulator(dtype)
     first = flat[0]

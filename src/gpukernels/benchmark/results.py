@@ -332,6 +332,27 @@ class BenchResult:
                 f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
                 f"<p><small>{note}</small></p></div>")
 
+    def summary(self) -> str:
+        """What the operations' benchmark specs sum up beyond the table ("" for nothing): for
+        matmul's shape suite, the minimum and geometric mean of each rung's ratio to cuBLAS and
+        the decode steps against a device copy.
+
+        Examples
+        --------
+        >>> from gpukernels.benchmark import BenchResult
+        >>> print(BenchResult.load("suite.json").summary())  # doctest: +SKIP
+        """
+        from .._core.ladder import OPERATIONS
+
+        texts = []
+        for name in dict.fromkeys(r.operation for r in self):
+            op = OPERATIONS.get(name)
+            if op is not None and op.bench.summary is not None:
+                text = op.bench.summary([r for r in self if r.operation == name])
+                if text:
+                    texts.append(text)
+        return "\n".join(texts)
+
     def to_markdown(self) -> str:
         """The rows as a Markdown table (for a README or a report).
 
