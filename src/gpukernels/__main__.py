@@ -102,7 +102,8 @@ def _add_bench(subparsers: Any, targets: tuple[str, ...]) -> None:
               "--shapes alone: none"))
     inputs.add_argument("--dtypes", nargs="+", metavar="DTYPE",
                         help=("dtypes to time (matmul also takes tf32: float32 data on the TF32 "
-                              "tensor cores, against cuBLAS TF32 through PyTorch)"))
+                              "tensor cores, against cuBLAS TF32 through PyTorch; bfloat16 is "
+                              "timed against torch.matmul)"))
     inputs.add_argument("--methods", nargs="+", metavar="RUNG",
                         help=("rungs to time (default: every rung; see "
                               "'python -m gpukernels describe OP'); ceilings are always timed"))
