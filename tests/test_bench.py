@@ -755,3 +755,28 @@ def test_suite_on_the_command_line(monkeypatch):
     assert seen["methods"] == ["auto"]
     with pytest.raises(SystemExit):
         main(["bench", "sum", "--suite"])
+
+
+@pytest.mark.parametrize("operation", ("sum", "prod", "min", "max"))
+def test_reduction_candidates_on_host_data(operation, monkeypatch):
+    # The sum family's benchmark candidates with NumPy standing in for CuPy: the CUB ceiling
+    # checked against the reference, one row per rung (the axis kernels along an axis), the
+    # work and notes of the case.
+    from gpukernels._core import device
+
+    monkeypatch.setattr(device, "cupy", numpy)
+    monkeypatch.setattr(device, "torch_on_gpu", lambda: None)
+    spec = OPERATIONS[operation].bench
+    rungs = gk.methods(operation)
+    for options in ((), (("axis", 0),)):
+        case = _sweep.Case(operation, (3000, 40), "float32", "axis" if options else "size",
+                           options)
+        candidates, work, notes = spec.candidates(case, rungs, 7, torch=True)
+        ceiling, *rest = candidates
+        assert (ceiling.method, ceiling.role) == (f"cupy.{operation}", "ceiling")
+        assert ceiling.check(ceiling.run())
+        assert not ceiling.check(numpy.float32(-1.0))  # a wrong answer fails the check
+        assert [r.method for r in rest] == (list(rungs) if not options else ["axis kernels"])
+        assert all(r.role == "rung" for r in rest)
+        assert work == 3000 * 40 * 4 / 1e9 and notes["input_bytes"] == 3000 * 40 * 4
+        assert notes.get("axis") == dict(options).get("axis")

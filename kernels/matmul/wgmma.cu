@@ -281,9 +281,9 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 //  * Tiles are numbered in groups of 8 row tiles, so the blocks resident at one time share
 //    panels of A and B in L2.
 // Accumulation order is fixed (increasing k, no atomics): results are bitwise reproducible on
-// one GPU model. Measured (H100, held, of cuBLAS; shape suite of 233 products, NOTES 61):
-// 0.79-0.94 on cubes of 2048-8192, 0.50 at 1024^3, geometric mean 0.46 over the suite, 0.11
-// where a few tiles walk a long K (128x8192x64).
+// one GPU model. Measured (H100, held, of cuBLAS; shape suite of 233 products, NOTES 61-62):
+// 0.79-0.94 on cubes of 2048-8192, 0.41-0.50 at 1024^3 (run to run), geometric mean 0.46
+// over the suite, 0.11 where a few tiles walk a long K (128x8192x64: rung 9's case).
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,

@@ -167,8 +167,8 @@ class _Plan:
                     call(*(_at(x, offset) for x, offset in zip((a, b, c), offsets)))
                 else:
                     call(a, b, c)
-        if not self.in_place and not dry_run():  # 4. Narrow: 16-bit floats rounded once, integers
-            _narrow(c, result)  # modulo 2^width, bool
+        if not self.in_place and not dry_run():  # 4. Narrow: 16-bit floats rounded once,
+            _narrow(c, result)  # integers modulo 2^width, bool
 
 
 def _at(array: Any, offset: int) -> Any:
@@ -177,8 +177,8 @@ def _at(array: Any, offset: int) -> Any:
 
 
 def _narrow(c: Any, result: Any) -> None:
-    """The kernels' sums as the result dtype: 16-bit float results rounded once, integers truncated
-    modulo 2^width (through the unsigned type of that width), bool counts to truth."""
+    """The kernels' sums as the result dtype: 16-bit float results rounded once, integers
+    truncated modulo 2^width (through the unsigned type of that width), bool counts to truth."""
     cupy = _device.cupy
     c = c.reshape(result.shape)
     dtype = result.dtype
@@ -412,11 +412,13 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
         and JAX (NumPy's ml_dtypes loop returns float32 there).
     method : str, optional
         A rung of ``gpukernels.methods("matmul")``, or ``"auto"``: the tensor cores for float16
-        and bfloat16 on compute capability 8.0 and newer (and for ``precision="tf32"``),
-        ``"wgmma"`` on 9.0 (Hopper) and ``"mma"`` on the others; else the fastest SIMT rung.
-        The tensor-core rungs take float16 and bfloat16, and float32 only as TF32.
-        ``"wgmma"`` runs on compute capability 9.0 only; it copies operands whose rows are not
-        16-byte aligned into padded temporaries, and transposes B first for TF32.
+        and bfloat16 on compute capability 8.0 and newer (and for ``precision="tf32"``): on
+        9.0 (Hopper) ``"split_k"`` where the tiles of C are too few for the GPU and K is long,
+        else ``"wgmma"``; ``"mma"`` on the others; else the fastest SIMT rung (the README's
+        table). The tensor-core rungs take float16 and bfloat16, and float32 only as TF32.
+        ``"wgmma"`` and ``"split_k"`` run on compute capability 9.0 only; they copy operands
+        whose rows are not 16-byte aligned into padded temporaries, and transpose B first for
+        TF32.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; its dtype must be one the result
         casts to under NumPy's ``same_kind`` rule.

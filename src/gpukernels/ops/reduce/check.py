@@ -100,16 +100,41 @@ def _main_cases(operation: str, quick: bool) -> list:
     return [Case(operation, shape, dtype, "main", (("torch", False),)) for shape, dtype in inputs_]
 
 
+def _case_input(case: Any, seed: int, torch: bool) -> tuple[Any, dict, bool, Any]:
+    """(operation, its axis keyword, whether to time torch, the input on the device) of a
+    reduction's benchmark case."""
+    kwargs = {k: v for k, v in case.options if k == "axis"}
+    use_torch = torch and dict(case.options).get("torch", True)
+    (x,), _ = inputs(case.shape, case.dtype, seed, xp=_device.cupy)
+    return OPERATIONS[case.operation], kwargs, use_torch, x
+
+
+def _rungs_work_notes(candidates: list, op: Any, x: Any, kwargs: dict,
+                      methods: tuple[str, ...], check: Callable[[Any], bool]
+                      ) -> tuple[list, float, dict]:
+    """``candidates`` with a row per rung (along an axis, the one plan every rung sends to the
+    row and column kernels), the case's work (GB read) and its notes."""
+    from ...benchmark.sweep import Candidate
+
+    if "axis" not in kwargs:
+        candidates += [Candidate(m, "rung", functools.partial(op.function, x, method=m), check)
+                       for m in methods]
+    else:
+        candidates.append(Candidate(PLAN_NAME, "rung",
+                                    lambda: op.function(x, axis=kwargs["axis"]), check))
+    notes = {"input_bytes": x.nbytes}
+    if "axis" in kwargs:
+        notes["axis"] = kwargs["axis"]
+    return candidates, x.nbytes / 1e9, notes
+
+
 def _candidates(case: Any, methods: tuple[str, ...], seed: int, *, torch: bool = True,
                 **_: Any) -> tuple[list, float, dict]:
     from ...benchmark.sweep import Candidate
 
     cupy = _device.cupy
     operation = case.operation
-    op = OPERATIONS[operation]
-    kwargs = {k: v for k, v in case.options if k == "axis"}
-    use_torch = torch and dict(case.options).get("torch", True)
-    (x,), _ = inputs(case.shape, case.dtype, seed, xp=cupy)
+    op, kwargs, use_torch, x = _case_input(case, seed, torch)
     result_dtype = reduction_result_dtype(operation, x.dtype)
     want, bound = op.reference(x, xp=cupy, **kwargs)
 
@@ -132,15 +157,7 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int, *, torch: bool =
         candidates.append(Candidate(f"torch.{_TORCH[operation]}", "library",
                                     lambda: torch_fn(tensor, **torch_kwargs),
                                     lambda out: check(cupy.from_dlpack(out))))
-    if axis is None:
-        candidates += [Candidate(m, "rung", functools.partial(op.function, x, method=m), check)
-                       for m in methods]
-    else:  # every rung sends these to the same row and column kernels
-        candidates.append(Candidate(PLAN_NAME, "rung", lambda: op.function(x, axis=axis), check))
-    notes = {"input_bytes": x.nbytes}
-    if axis is not None:
-        notes["axis"] = axis
-    return candidates, x.nbytes / 1e9, notes
+    return _rungs_work_notes(candidates, op, x, kwargs, methods, check)
 
 
 REDUCE_AXIS_CASES = (((8192, 8192), 0), ((8192, 8192), 1), ((10**6, 2), 1), ((10**6, 2), 0),
@@ -178,10 +195,7 @@ def _against_one_read(case: Any, methods: tuple[str, ...], seed: int, *, torch: 
 
     cupy = _device.cupy
     operation = case.operation
-    op = OPERATIONS[operation]
-    kwargs = {k: v for k, v in case.options if k == "axis"}
-    use_torch = torch and dict(case.options).get("torch", True)
-    (x,), _ = inputs(case.shape, case.dtype, seed, xp=cupy)
+    op, kwargs, use_torch, x = _case_input(case, seed, torch)
     check, check_peer = checks(op, x, kwargs)
     candidates = [Candidate("cupy.sum (CUB)", "ceiling", lambda: cupy.sum(x, **kwargs),
                             lambda out: True)]
@@ -197,16 +211,7 @@ def _against_one_read(case: Any, methods: tuple[str, ...], seed: int, *, torch: 
         candidates.append(Candidate(f"torch.{operation}", "library",
                                     lambda: torch_fn(tensor, **torch_kwargs),
                                     lambda out: check_peer(cupy.from_dlpack(out))))
-    if "axis" not in kwargs:
-        candidates += [Candidate(m, "rung", functools.partial(op.function, x, method=m), check)
-                       for m in methods]
-    else:  # every rung sends these to the same row and column kernels
-        candidates.append(Candidate(PLAN_NAME, "rung",
-                                    lambda: op.function(x, axis=kwargs["axis"]), check))
-    notes = {"input_bytes": x.nbytes}
-    if "axis" in kwargs:
-        notes["axis"] = kwargs["axis"]
-    return candidates, x.nbytes / 1e9, notes
+    return _rungs_work_notes(candidates, op, x, kwargs, methods, check)
 
 
 def one_read_bench(operation: str, *, checks: Callable[..., tuple],
