@@ -24,27 +24,46 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "ladders.ipynb"
 
 
+#: Operations whose largest float32 input and (8192, 8192) along each axis the README shows.
+ONE_READ = ("mean", "var", "std", "argmin", "argmax")
+
+
 def headline(result):
     """The rows the README's table shows: the largest square transposes of each dtype and the
-    shapes outside the sweep, the largest square matmuls and the odd one, full sums of the
-    largest size and of 10**7 elements, and the sums over one axis."""
+    shapes outside the sweep; every permutation; the largest square matmuls of each dtype and
+    the odd one; full sums of the largest size and of 10**7 elements, and the sums over one
+    axis; the largest float32 input of the moments and arg-reductions and (8192, 8192) along
+    each axis; the largest cumsum of each dtype and every scan along an axis."""
     def largest(rows):
         return max((r.shape for r in rows if r.sweep == "size"), key=lambda s: s[0], default=None)
 
     transposes = result.filter(operation="transpose")
     products = result.filter(operation="matmul")
-    sums = result.filter(operation="sum")
     n = largest(transposes)
     cases = {("transpose", n, dtype) for dtype in ("int8", "float32", "float64")}
-    cases |= {("matmul", largest(products), dtype) for dtype in ("float32", "float16", "tf32")}
+    cases |= {("matmul", largest(products), dtype)
+              for dtype in ("float32", "float16", "bfloat16", "tf32")}
     cases |= {(r.operation, r.shape, r.dtype) for r in transposes
               if r.sweep != "size" and r.dtype == "float32"}
     cases |= {(r.operation, r.shape, r.dtype) for r in products
               if r.sweep != "size" and r.dtype == "float32"}
-    cases |= {("sum", largest(sums), dtype) for dtype in ("float32", "int32")}
+    for operation, dtypes in (("sum", ("float32", "int32")), ("cumsum", ("float32", "int32"))):
+        cases |= {(operation, largest(result.filter(operation=operation)), dtype)
+                  for dtype in dtypes}
     cases |= {("sum", (10**7,), "int32")}
-    return type(result)([r for r in result if (r.operation, r.shape, r.dtype) in cases
-                         or (r.operation == "sum" and r.sweep == "axis")], result.environment)
+    cases |= {(operation, largest(result.filter(operation=operation)), "float32")
+              for operation in ONE_READ}
+
+    def shown(r):
+        if (r.operation, r.shape, r.dtype) in cases:
+            return True
+        if r.operation in ("sum", "cumsum") and r.sweep == "axis":
+            return True
+        if r.operation in ONE_READ and r.sweep == "axis":
+            return r.shape == (8192, 8192)
+        return r.operation == "permute_dims"
+
+    return type(result)([r for r in result if shown(r)], result.environment)
 
 
 def _cell(row, role: str) -> str:

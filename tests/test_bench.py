@@ -220,6 +220,9 @@ def test_measurement_properties():
     assert (r.ladder, r.axis, r.case, r.size_bytes) == ("reduce", 0, "8192x8192 axis=0", 8192**2 * 4)
     m = row("matmul", "tiled", (2, 3, 4), 1.0, input_bytes=(6 + 12) * 4)
     assert (m.ladder, m.axis, m.case, m.size_bytes) == ("matmul", None, "2x3x4", (6 + 12) * 4)
+    # two permutations of one shape are two cases (tables and plots keep them apart)
+    p = [row("permute_dims", "auto", (4, 5, 6), 1.0, axes=axes) for axes in ([2, 0, 1], [1, 0, 2])]
+    assert [x.case for x in p] == ["4x5x6 axes=(2, 0, 1)", "4x5x6 axes=(1, 0, 2)"]
 
 
 def test_split_methods():
@@ -392,6 +395,19 @@ def test_plot_matmul_marks_skipped_rungs():
     labels = legend_labels(synthetic_result().plot("matmul"))
     assert f"{MATMUL_RUNGS[0]} (skipped at 8192)" in labels
     assert "cupy.matmul (cuBLAS), ceiling" in labels
+
+
+def test_plot_permutations_as_bars_per_input():
+    pytest.importorskip("matplotlib")
+    rows = [row("permute_dims", method, (64, 32, 16), rate, role=role, sweep="shape", axes=axes)
+            for axes in ([2, 0, 1], [1, 0, 2])
+            for method, role, rate in (("device copy", "ceiling", 3000.0), ("tiled", "rung", 2700.0))]
+    figure = BenchResult(rows, {"device": "H100"}).plot("permute")
+    axes = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["permute_dims by input, float32"]
+    assert [t.get_text() for t in axes[0].get_yticklabels()] == [
+        "64x32x16 axes=(2, 0, 1)", "64x32x16 axes=(1, 0, 2)"]
+    assert len(axes[0].patches) == 4  # a bar per candidate and input
 
 
 def test_plot_reductions_with_axis_cases():

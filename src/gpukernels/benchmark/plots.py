@@ -75,7 +75,8 @@ def _enable_inline_display() -> None:
 def _panels(result: BenchResult, ladder: str) -> list[tuple[int, int, str, str, list]]:
     """(row, column, kind of panel, title, measurements) for each panel of a ladder's grid: a
     row per operation when several share the ladder, a panel per dtype, and a bar chart of the
-    inputs reduced over some axes."""
+    inputs reduced over some axes; a ladder timed on named inputs alone (the permutations) is
+    one bar chart of them."""
     rows = [r for r in result if (r.ladder or r.operation) == ladder]
     operations = list(dict.fromkeys(r.operation for r in rows))
     panels = []
@@ -94,9 +95,12 @@ def _panels(result: BenchResult, ladder: str) -> list[tuple[int, int, str, str, 
                 panels.append((i, column, "axis", f"{operation} over some axes, {listed}",
                                partial))
         return panels
+    suite = any(r.sweep == "suite" for r in rows)  # matmul's shape suite: ratios, not rates
+    if rows and not suite and not any(r.sweep == "size" for r in rows):
+        listed = ", ".join(dict.fromkeys(r.dtype for r in rows))  # named inputs: a bar each
+        return [(0, 0, "axis", f"{operations[0]} by input, {listed}", rows)]
     dtypes = list(dict.fromkeys(r.dtype for r in rows))
     columns = 2 if len(dtypes) > 2 else len(dtypes)
-    suite = any(r.sweep == "suite" for r in rows)  # matmul's shape suite: ratios, not rates
     for i, dtype in enumerate(dtypes):
         mine = [r for r in rows if r.dtype == dtype]
         ceiling = next((r.method for r in mine if r.role == "ceiling"), "the ceiling")

@@ -97,8 +97,11 @@ class Measurement:
 
     @property
     def case(self) -> str:
-        """The input as one label, e.g. ``"8192x8192"`` or ``"8192x8192 axis=0"``."""
+        """The input as one label, e.g. ``"8192x8192"``, ``"8192x8192 axis=0"`` or, for a
+        permutation, ``"256x512x512 axes=(2, 0, 1)"``."""
         label = "x".join(str(s) for s in self.shape)
+        if self.notes.get("axes") is not None:
+            label += f" axes={tuple(self.notes['axes'])}"
         return label if self.axis is None else f"{label} axis={self.axis}"
 
     @property

@@ -127,4 +127,4 @@ BENCH = BenchSpec(
     defaults={"sizes": (), "dtypes": (), "shapes": ()},
     quick={"sizes": (64, 128), "shapes": ((3, 5, 7, 9),), "dtypes": ("float32",)},
     cases=_cases, candidates=_candidates, main_cases=_main_cases,
-    title="Permutations: achieved bandwidth against input size")
+    title="Permutations: achieved bandwidth per input")
