@@ -89,13 +89,14 @@ def test_single_pass_capacity_covers_every_tile():
     p = rungs.Problem("SumOp", numpy.dtype("float32"), 2**20, 1, 16)
     step = rungs.plan_columns(p).steps[0]
     assert step.scratch >= step.launch.grid[0] * 32
-    step = rungs.plan_look_back(rungs.Problem("SumOp", numpy.dtype("int8"), 10**7, 1, 1)).steps[0]
-    assert step.scratch >= step.launch.grid[0]
+    for plan in (rungs.plan_look_back, rungs.plan_blocked):
+        step = plan(rungs.Problem("SumOp", numpy.dtype("int8"), 10**7, 1, 1)).steps[0]
+        assert step.scratch >= step.launch.grid[0]
 
 
 def test_choose_sends_other_axes_to_columns():
     f32 = numpy.dtype("float32")
-    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1)).name == "look_back"
+    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1)).name == "blocked"
     assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5 * 16, 16)).name == "columns"
 
 

@@ -93,7 +93,10 @@ scan_add_carries(Out* __restrict__ out, const Acc* __restrict__ carries, i64 n, 
 // epoch is control[2], advanced by the last block of each launch, so flags left by earlier
 // launches count as empty and need no clearing. The aggregate, the inclusive prefix and the
 // group total of tile k are Acc values at values + k * sizeof(Acc), values + capacity * 16 +
-// k * sizeof(Acc) and values + capacity * 32 + k * sizeof(Acc).
+// k * sizeof(Acc) and values + capacity * 32 + k * sizeof(Acc). A flag is written with a
+// release store after its value and read with an acquire load, so no fence stands in the
+// look-back's chain of waits (the fences they replaced cost the single-pass rungs 10-20% of
+// their rate: benchmarks/NOTES.md, item 66).
 //
 // Determinism. CUB combines the aggregates it finds in a tree whose shape depends on which
 // tiles have finished, so float results vary from run to run. Here every prefix has one
@@ -134,16 +137,19 @@ __device__ __forceinline__ Acc* gk_group_total(char* values, i64 capacity, i64 k
     return reinterpret_cast<Acc*>(values + capacity * 32) + k;
 }
 
-// Store a value, then the flag that says it is there.
+// Store a value, then the flag that says it is there: a release store, so whoever sees the
+// flag through an acquire load (gk_read_flag) sees the value too, with no fence on either side.
 template <typename Acc>
 __device__ __forceinline__ void gk_publish(u64* flags, Acc* slot, i64 k, Acc value, u64 flag) {
     *slot = value;
-    __threadfence();
-    *static_cast<volatile u64*>(flags + k) = flag;
+    asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(flags + k), "l"(flag) : "memory");
 }
 
+// A flag, read with acquire semantics: the values published before it are read after it.
 __device__ __forceinline__ u64 gk_read_flag(const u64* flags, i64 k) {
-    return *static_cast<const volatile u64*>(flags + k);
+    u64 flag;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(flag) : "l"(flags + k) : "memory");
+    return flag;
 }
 
 // Between two reads of a flag that was not there yet: a pause, so that waiting lanes do not
@@ -239,7 +245,6 @@ __device__ gk_segment<Acc> gk_group_scan(const u64* flags, char* values, i64 gro
     } else if (lane <= last) {
         const i64 k = group * 32 + lane;
         const u64 flag = gk_wait_flag(flags, k, epoch);
-        __threadfence();  // the value published before the flag seen
         s.value = gk_load_l2(gk_tile_aggregate<Acc>(values, k));
         s.start = (flag & GK_START) != 0;
     }
@@ -283,7 +288,8 @@ __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
             end -= 32;
         }
         if (found >= 0) {
-            __threadfence();
+            // One lane acquired the flag (the ballot orders this load after its read); the
+            // value was in the L2, read here past L1, before the flag was.
             q.value = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity, found * 32 + 31));
             q.start = 1;
         }
@@ -293,7 +299,6 @@ __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
             Segment total = gk_segment_identity<Op, Acc>();
             if (m < group) {
                 const u64 flag = gk_wait_group(flags, m * 32 + 31, epoch);
-                __threadfence();
                 total.value = gk_load_l2(gk_group_total<Acc>(values, capacity, m * 32 + 31));
                 total.start = (flag & GK_GROUP_START) != 0;
             }
@@ -337,8 +342,8 @@ __device__ __forceinline__ void gk_finish_launch(u64* control, u64 epoch) {
 // that restarts at each row's first element, so short rows share tiles and long ones span
 // several; the words are the same whatever the row length. Strided scans (inner > 1) take the
 // same path with one element per load (use the columns rung for them).
-// 2^28 float32 on an H100: 0.35 of a device copy per call (cupy.cumsum 0.33, torch.cumsum 0.69);
-// int32 0.41; (8192, 8192) along axis 1 0.44 (benchmarks/NOTES.md, items 48-50).
+// 2^28 float32 on an H100: 0.40 of a device copy per call (cupy.cumsum 0.33, torch.cumsum 0.70);
+// int32 0.42; (8192, 8192) along axis 1 0.46 (benchmarks/NOTES.md, items 48-50 and 66).
 // ---------------------------------------------------------------------------------------------
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
 __global__ void __launch_bounds__(BLOCK, LOOK_BACK_MIN_BLOCKS)
@@ -496,7 +501,206 @@ scan_look_back(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rung 3 - columns: scans along an axis that is not the last (inner > 1), such as axis 0 of a
+// Rung 3 - blocked: look_back's single pass, with each thread scanning a run of consecutive
+// elements. In look_back thread t holds the tile's words t, t + BLOCK, ... (a striped
+// arrangement, in CUB's terms), so the block scans each word position separately: four
+// segmented warp scans of 8-byte accumulators per thread and tile, 15 shuffles each, and
+// registers for all of it (it spills at the 64 that four blocks per SM leave). Its rows case,
+// where tiles hardly look back, reaches only half of a copy: the tile's own work, not the wait
+// for other tiles, is its limit (benchmarks/NOTES.md, item 64). Here the block stages the tile
+// in shared memory, read and written in whole 16-byte words striped across the threads as
+// before, and each thread takes ITEMS consecutive elements from it (a blocked arrangement):
+// one sequential scan in registers, one warp scan of the runs' totals, the warps' totals
+// through shared memory, the look-back, then the run scanned again after its prefix and
+// written back to shared memory for the striped stores. Shared memory holds a word at slot
+// i + i / 8 (16 bytes of padding after every 128), so neither arrangement meets a bank twice
+// in a quarter-warp. Outputs wider than the input (int32 summed into int64) take the input's
+// end of the buffer while every thread reads its run, then the whole of it. With fewer
+// registers per thread, six blocks per SM fit where look_back has four.
+// 2^28 float32 on an H100: 0.55 of a device copy per call (look_back 0.40, cupy.cumsum 0.33,
+// torch.cumsum 0.70); int32 0.67 (torch 0.36); int8 0.57 (look_back 0.20); (8192, 8192) along
+// axis 1 0.69; (2^20, 16) along axis 1 0.73 (benchmarks/NOTES.md, item 66).
+// ---------------------------------------------------------------------------------------------
+template <typename T>
+union gk_scan_word {
+    uint4 bits;
+    T elem[16 / sizeof(T)];
+};
+
+__device__ __forceinline__ int gk_padded_slot(int word) { return word + (word >> 3); }
+
+// blocked's blocks per SM: its registers are capped so that this many fit (its shared memory,
+// at most 37 KB a block, allows six for every dtype); sm_75 runs at most 1024 threads per SM.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr int BLOCKED_MIN_BLOCKS = 4;
+#else
+constexpr int BLOCKED_MIN_BLOCKS = 6;
+#endif
+
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
+__global__ void __launch_bounds__(BLOCK, BLOCKED_MIN_BLOCKS)
+scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
+             u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
+             i64 capacity) {
+    constexpr int IN_PER_WORD = (int)(16 / sizeof(In)), OUT_PER_WORD = (int)(16 / sizeof(Out));
+    constexpr int IN_WORDS = ITEMS / IN_PER_WORD, OUT_WORDS = ITEMS / OUT_PER_WORD;  // a run's
+    constexpr int WARPS = BLOCK / 32;
+    static_assert(ITEMS % IN_PER_WORD == 0 && ITEMS % OUT_PER_WORD == 0 && ITEMS <= 32,
+                  "runs of whole words, starts in one 32-bit mask");
+    static_assert(BLOCK % 32 == 0 && sizeof(Out) >= sizeof(In), "whole warps; outputs as wide");
+    constexpr int IN_SLOTS = BLOCK * IN_WORDS + BLOCK * IN_WORDS / 8;
+    constexpr int OUT_SLOTS = BLOCK * OUT_WORDS + BLOCK * OUT_WORDS / 8;
+    typedef gk_segment<Acc> Segment;
+    __shared__ uint4 buffer[OUT_SLOTS];  // the output tile; the input's tile at its end
+    __shared__ Segment warp_totals[WARPS];
+    __shared__ i64 tile_shared;
+    __shared__ u64 epoch_shared;
+    __shared__ Acc prefix_shared;
+    uint4* const in_words = buffer + (OUT_SLOTS - IN_SLOTS);
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (tid == 0) {
+        tile_shared = (i64)atomicAdd(control, 1ull);
+        epoch_shared = gk_load_l2(control + 2);
+    }
+    __syncthreads();
+    const i64 tile = tile_shared;
+    const u64 epoch = epoch_shared;
+    const i64 total = n * rows;
+    const i64 base = tile * (i64)(BLOCK * ITEMS);
+
+    // Load: word i = w * BLOCK + tid of the tile, 16 bytes at a time where the input is
+    // contiguous and aligned (every load instruction of a warp reads 512 consecutive bytes).
+    {
+        const bool words_in = inner == 1 && reinterpret_cast<u64>(in) % 16 == 0;
+        gk_scan_word<In> word[IN_WORDS];
+#pragma unroll
+        for (int w = 0; w < IN_WORDS; ++w) {
+            const i64 at = base + (i64)(w * BLOCK + tid) * IN_PER_WORD;
+            if (words_in && at + IN_PER_WORD <= total) {
+                word[w].bits = reinterpret_cast<const uint4*>(in + at)[0];
+            } else {
+#pragma unroll
+                for (int k = 0; k < IN_PER_WORD; ++k) {
+                    const i64 e = at + k;
+                    if (e < total) {
+                        word[w].elem[k] =
+                            in[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)];
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int w = 0; w < IN_WORDS; ++w) in_words[gk_padded_slot(w * BLOCK + tid)] = word[w].bits;
+    }
+    __syncthreads();
+
+    // This thread's run: elements first .. first + ITEMS - 1 of the scan sequence, `valid` of
+    // them before its end, `starts` those that begin a row (first % n == 0, then every n).
+    const i64 first = base + (i64)tid * ITEMS;
+    const int valid = first >= total ? 0 : (total - first < ITEMS ? (int)(total - first) : ITEMS);
+    unsigned starts = 0;
+    if (valid > 0) {
+        const i64 position = rows == 1 ? first : first % n;
+        for (i64 k = position == 0 ? 0 : n - position; k < valid; k += n) starts |= 1u << k;
+    }
+    Segment run = gk_segment_identity<Op, Acc>();
+#pragma unroll
+    for (int j = 0; j < IN_WORDS; ++j) {
+        gk_scan_word<In> word;
+        word.bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
+#pragma unroll
+        for (int k = 0; k < IN_PER_WORD; ++k) {
+            const int item = j * IN_PER_WORD + k;
+            if (item < valid) {
+                const Acc x = to_acc<Acc>(word.elem[k]);
+                run.value = (starts >> item) & 1 ? x : Op::combine(run.value, x);
+            }
+        }
+    }
+    run.start = starts != 0;
+
+    // The runs' totals scanned across the warp, then the warps' totals in order: each run's
+    // prefix within the tile, and the tile's aggregate.
+    const Segment inclusive = gk_warp_scan<Op>(run);
+    Segment before;
+    before.value = gk_shfl_up(inclusive.value, 1);
+    before.start = __shfl_up_sync(0xffffffffu, inclusive.start, 1);
+    if (lane == 31) warp_totals[warp] = inclusive;
+    __syncthreads();
+    Segment running = gk_segment_identity<Op, Acc>(), aggregate = running;
+    for (int v = 0; v < WARPS; ++v) {
+        const Segment t = warp_totals[v];
+        if (v < warp) running = gk_segment_combine<Op>(running, t);
+        aggregate = gk_segment_combine<Op>(aggregate, t);
+    }
+    if (lane > 0) running = gk_segment_combine<Op>(running, before);
+
+    // Publish the aggregate; the tile's exclusive prefix if its first element continues a row
+    // begun in earlier tiles (and Q of its group, if it is the group's last tile).
+    const bool continues = base % n != 0;
+    if (warp == 0) {
+        if (lane == 0) {
+            gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
+                       epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
+        }
+        if (continues || tile % 32 == 31) {
+            const Acc prefix = gk_look_back<Op, Acc>(flags, values, capacity, tile, aggregate,
+                                                     epoch);
+            if (lane == 0) prefix_shared = prefix;
+        }
+    }
+    __syncthreads();
+    const Acc tile_prefix = continues ? prefix_shared : Op::template identity<Acc>();
+
+    // The run again, after its prefix: outputs into the buffer (over the run's own input
+    // words when they are as wide; else after every thread has read its run), then stores.
+    gk_scan_word<In> held[IN_WORDS];
+#pragma unroll
+    for (int j = 0; j < IN_WORDS; ++j) held[j].bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
+    if (sizeof(Out) > sizeof(In)) __syncthreads();
+#pragma unroll
+    for (int j = 0; j < OUT_WORDS; ++j) {
+        gk_scan_word<Out> result;
+#pragma unroll
+        for (int k = 0; k < OUT_PER_WORD; ++k) {
+            const int item = j * OUT_PER_WORD + k;
+            const Acc x = item < valid ? to_acc<Acc>(held[item / IN_PER_WORD].elem[item % IN_PER_WORD])
+                                       : Op::template identity<Acc>();
+            const bool start = (starts >> item) & 1;
+            running.value = start ? x : Op::combine(running.value, x);
+            running.start |= start;
+            result.elem[k] = to_acc<Out>(running.start ? running.value
+                                                       : Op::combine(tile_prefix, running.value));
+        }
+        buffer[gk_padded_slot(tid * OUT_WORDS + j)] = result.bits;
+    }
+    __syncthreads();
+    const bool words_out = inner == 1 && reinterpret_cast<u64>(out) % 16 == 0;
+#pragma unroll
+    for (int w = 0; w < OUT_WORDS; ++w) {
+        const int i = w * BLOCK + tid;
+        const i64 at = base + (i64)i * OUT_PER_WORD;
+        if (at >= total) continue;
+        gk_scan_word<Out> result;
+        result.bits = buffer[gk_padded_slot(i)];
+        if (words_out && at + OUT_PER_WORD <= total) {
+            reinterpret_cast<uint4*>(out + at)[0] = result.bits;
+        } else {
+#pragma unroll
+            for (int k = 0; k < OUT_PER_WORD; ++k) {
+                const i64 e = at + k;
+                if (e < total) {
+                    out[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)] = result.elem[k];
+                }
+            }
+        }
+    }
+    gk_finish_launch(control, epoch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 4 - columns: scans along an axis that is not the last (inner > 1), such as axis 0 of a
 // matrix. look_back reads such a scan one element per load with a stride of inner elements: a
 // warp's load touches 32 separate sectors. Here lane c of each warp takes column c of a chunk of
 // 32 neighbouring columns, so a warp's load is one row of the chunk (128 contiguous bytes of
@@ -507,7 +711,7 @@ scan_look_back(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // the same left-to-right fold as look_back, so results are deterministic.
 // Tiles are numbered row tile fastest, then column chunk, then the axes before (outer), so a
 // tile's predecessor in its column is the tile numbered one less. Columns past inner idle.
-// (8192, 8192) float32 along axis 0 on an H100: 0.22 of a device copy per call (look_back 0.10,
+// (8192, 8192) float32 along axis 0 on an H100: 0.24 of a device copy per call (look_back 0.10,
 // cupy.cumsum 0.03); (2^20, 16) along axis 0: 0.08, half its lanes idle.
 // ---------------------------------------------------------------------------------------------
 template <typename Op, typename In, typename Acc, typename Out, int WARPS, int ROWS>
@@ -568,7 +772,6 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
             while (!gk_has_inclusive(gk_wait_flag(flags, found * 32 + lane, epoch), epoch)) {
                 --found;
             }
-            __threadfence();
             Acc prefix = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity, found * 32 + lane));
             for (i64 k = found + 1; k < tile; ++k) {
                 prefix = Op::combine(prefix,

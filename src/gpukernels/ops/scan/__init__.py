@@ -3,7 +3,7 @@
 Both share one ladder of kernels (``gpukernels.methods("scan")``, :mod:`.rungs`), templated on
 the operator. Each input layout is planned once: the scan becomes ``rows`` scans of ``n``
 elements of a C-contiguous input (``inner`` apart when the axis is not the last), and
-``method="auto"`` sends scans along the last axis to ``look_back`` and the others to
+``method="auto"`` sends scans along the last axis to ``blocked`` and the others to
 ``columns``.
 """
 
@@ -198,7 +198,7 @@ _DOC = """Cumulative {what} of array elements along an axis, as :func:`numpy.{na
         integers uint64, floats and complex keep their dtype. Integer scans wrap around modulo
         2**64 (and a narrower requested integer type modulo its width) as NumPy's do.
     method : str, optional
-        A rung of ``gpukernels.methods("scan")``, or ``"auto"``: ``look_back`` along the last
+        A rung of ``gpukernels.methods("scan")``, or ``"auto"``: ``blocked`` along the last
         axis (or flattened), ``columns`` along any other.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; the result is cast to its dtype.

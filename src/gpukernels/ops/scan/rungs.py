@@ -211,7 +211,25 @@ def plan_look_back(p: Problem) -> Plan:
                       _single_pass_args(p, capacity), capacity)])
 
 
-# --- rung 3: columns ----------------------------------------------------------------------------
+# --- rung 3: blocked ----------------------------------------------------------------------------
+
+def _blocked_instance(op: str, read: numpy.dtype) -> str:
+    acc, out = accumulator(read)
+    return (f"scan_blocked<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {LOOK_BACK_BLOCK}, "
+            f"{look_back_items(read)}>")
+
+
+def plan_blocked(p: Problem) -> Plan:
+    """One launch: look_back's tiles (LOOK_BACK_BLOCK threads x items), a run of consecutive
+    elements per thread."""
+    tiles = ceil_div(p.n * p.rows, LOOK_BACK_BLOCK * look_back_items(p.dtype))
+    capacity = capacity_for(tiles)
+    return Plan([Step(Launch(SOURCE, _blocked_instance(p.op, p.dtype), (tiles, 1, 1),
+                             (LOOK_BACK_BLOCK, 1, 1)),
+                      _single_pass_args(p, capacity), capacity)])
+
+
+# --- rung 4: columns ----------------------------------------------------------------------------
 
 COLUMN_WARPS = 8
 COLUMN_ROWS = 16  # rows per warp: a tile is COLUMN_WARPS x COLUMN_ROWS rows of 32 columns
@@ -294,6 +312,11 @@ LADDER = Ladder("scan", (
          # thread by 8 s (benchmarks/NOTES.md, item 52)
          SOURCE, "scan_look_back", _dtype_groups("scan_look_back", _look_back_instance, 3),
          plan_look_back),
+    Rung("blocked",
+         "look_back's single pass with each thread scanning a run of consecutive elements: the "
+         "tile staged in shared memory, one warp scan per thread instead of one per word",
+         SOURCE, "scan_blocked", _dtype_groups("scan_blocked", _blocked_instance, 3),
+         plan_blocked),
     Rung("columns",
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
          "columns, a look-back per column",
@@ -304,6 +327,6 @@ LADDER = Ladder("scan", (
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"``: look_back for scans along the last axis (or of a flattened array),
+    """``method="auto"``: blocked for scans along the last axis (or of a flattened array),
     columns along any other axis."""
-    return LADDER["look_back"] if p.inner == 1 else LADDER["columns"]
+    return LADDER["blocked"] if p.inner == 1 else LADDER["columns"]
