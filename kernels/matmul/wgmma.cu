@@ -46,6 +46,14 @@ constexpr int GK_WG_SMEM_BYTES = GK_WG_STAGES * GK_WG_STAGE_BYTES + 1024;
 static_assert(GK_WG_SMEM_BYTES == 197632, "4 stages of 48 KiB, and 1 KiB to align them");
 constexpr int GK_WG_GROUP = 8;
 
+// Whether a Hopper kernel's template geometry (the host's, from ops/matmul/rungs.py) is the one
+// above, which its code is written for.
+template <int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
+__device__ constexpr bool gk_wg_geometry() {
+    return THREADS == GK_WG_THREADS && BM == GK_WG_BM && BN == GK_WG_BN &&
+           STAGES == GK_WG_STAGES && SHARED_BYTES == GK_WG_SMEM_BYTES;
+}
+
 // --- inline PTX (sm_90a) -------------------------------------------------------------------------
 __device__ __forceinline__ void gk_wg_bar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -289,8 +297,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,
                  const __grid_constant__ gk_tensor_map b_map, T* __restrict__ C, int M, int N,
                  int K, int tiles_m, int tiles_n, int a_batched, int b_batched) {
-    static_assert(THREADS == GK_WG_THREADS && BM == GK_WG_BM && BN == GK_WG_BN &&
-                      STAGES == GK_WG_STAGES && SHARED_BYTES == GK_WG_SMEM_BYTES,
+    static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>(),
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
@@ -322,8 +329,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                    const __grid_constant__ gk_tensor_map b_map, float* __restrict__ partial,
                    int M, int N, int K, int tiles_m, int tiles_n, int a_batched, int b_batched,
                    int k_steps) {
-    static_assert(THREADS == GK_WG_THREADS && BM == GK_WG_BM && BN == GK_WG_BN &&
-                      STAGES == GK_WG_STAGES && SHARED_BYTES == GK_WG_SMEM_BYTES,
+    static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>(),
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);

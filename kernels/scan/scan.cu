@@ -316,6 +316,16 @@ __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
     return gk_segment_combine<Op>(q, before).value;
 }
 
+// A block's tile number, claimed in the order blocks start, and the launch's epoch: thread 0
+// reads them into the block's shared `tile_shared` and `epoch_shared`, then a barrier.
+__device__ __forceinline__ void gk_claim_tile(u64* control, i64& tile_shared, u64& epoch_shared) {
+    if (threadIdx.x == 0) {
+        tile_shared = (i64)atomicAdd(control, 1ull);
+        epoch_shared = gk_load_l2(control + 2);
+    }
+    __syncthreads();
+}
+
 // The last block of a launch to finish resets the tile numbers and advances the epoch.
 __device__ __forceinline__ void gk_finish_launch(u64* control, u64 epoch) {
     if (threadIdx.x != 0) return;
@@ -366,11 +376,7 @@ scan_look_back(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     __shared__ Acc prefix_shared;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    if (tid == 0) {
-        tile_shared = (i64)atomicAdd(control, 1ull);
-        epoch_shared = gk_load_l2(control + 2);
-    }
-    __syncthreads();
+    gk_claim_tile(control, tile_shared, epoch_shared);
     const i64 tile = tile_shared;
     const u64 epoch = epoch_shared;
     const i64 total = n * rows;
@@ -559,11 +565,7 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     uint4* const in_words = buffer + (OUT_SLOTS - IN_SLOTS);
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    if (tid == 0) {
-        tile_shared = (i64)atomicAdd(control, 1ull);
-        epoch_shared = gk_load_l2(control + 2);
-    }
-    __syncthreads();
+    gk_claim_tile(control, tile_shared, epoch_shared);
     const i64 tile = tile_shared;
     const u64 epoch = epoch_shared;
     const i64 total = n * rows;
@@ -724,11 +726,7 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     __shared__ Acc warp_totals[WARPS][32];
     __shared__ Acc prefix_shared[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (threadIdx.x == 0) {
-        tile_shared = (i64)atomicAdd(control, 1ull);
-        epoch_shared = gk_load_l2(control + 2);
-    }
-    __syncthreads();
+    gk_claim_tile(control, tile_shared, epoch_shared);
     const i64 tile = tile_shared;
     const u64 epoch = epoch_shared;
     const i64 row_tiles = (n + WARPS * ROWS - 1) / (WARPS * ROWS);

@@ -106,8 +106,6 @@ def compute_dtype(result: numpy.dtype, K: int, tensor_cores: bool) -> numpy.dtyp
     if result in HALF_TYPES:
         return result if tensor_cores else numpy.dtype(numpy.float32)
     if result.kind == "f":
-        if tensor_cores and result.itemsize == 2:
-            return result
         return numpy.dtype(numpy.float64 if result.itemsize == 8 else numpy.float32)
     if result.kind == "b":
         return numpy.dtype(numpy.uint32 if K < 2**32 else numpy.uint64)
