@@ -442,6 +442,21 @@ def test_distributed_cluster_of_two_worker_processes_on_one_gpu(rng):
 
 @pytest.mark.gpu
 @pytest.mark.slow
+def test_local_cuda_cluster_over_every_gpu(rng):
+    """One worker per GPU; blocks move between GPUs (skipped where there is only one)."""
+    cupy = pytest.importorskip("cupy")
+    distributed = pytest.importorskip("distributed")
+    dask_cuda = pytest.importorskip("dask_cuda")
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs or more")
+    with dask_cuda.LocalCUDACluster(dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        assert len(client.scheduler_info()["workers"]) == cupy.cuda.runtime.getDeviceCount()
+        _cluster_checks(client, rng, bfloat16=False)  # bfloat16: see the two-process test
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
 def test_local_cuda_cluster(rng):
     distributed = pytest.importorskip("distributed")
     dask_cuda = pytest.importorskip("dask_cuda")
@@ -462,6 +477,29 @@ def test_bench_dask_refuses_the_sweep_options(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "dask", "transpose"])
     assert "target of its own" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "dask", "--scheduler", "threads", "--gpus", "0"], "need --scheduler cuda"),
+    (["bench", "dask", "--scheduler", "tcp://host:8786", "--protocol", "ucx"],
+     "need --scheduler cuda"),
+    (["bench", "transpose", "--gpus", "0,1"], "apply to 'bench dask' only"),
+    (["bench", "dask", "--protocol", "udp"], "invalid choice"),
+])
+def test_bench_dask_cluster_options_need_a_local_cuda_cluster(argv, message, capsys):
+    from gpukernels.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bench_dask_function_refuses_cluster_options_elsewhere():
+    from gpukernels.benchmark.on_dask import bench_dask
+
+    with pytest.raises(ValueError, match="need scheduler='cuda'"):
+        bench_dask(scheduler="threads", gpus="0")
 
 
 @pytest.mark.gpu

@@ -140,6 +140,13 @@ def _add_bench(subparsers: Any, targets: tuple[str, ...]) -> None:
                               "the run, one worker per GPU; default), 'threads' (Dask's threaded "
                               "scheduler in this process) or a scheduler's address "
                               "(tcp://host:8786)")
+    on_dask.add_argument("--gpus", metavar="LIST",
+                         help="with --scheduler cuda: the GPUs that get a worker, as "
+                              "CUDA_VISIBLE_DEVICES lists them (e.g. 0,1; default: every GPU)")
+    on_dask.add_argument("--protocol", choices=("tcp", "ucx"),
+                         help="with --scheduler cuda: how workers send blocks to each other "
+                              "(default tcp, through host memory; ucx: GPU to GPU, needs "
+                              "distributed-ucxx)")
     output = bench.add_argument_group("output")
     output.add_argument("--json", metavar="PATH",
                         help="write every measurement with the device, clocks, versions and date")
@@ -284,9 +291,13 @@ def _run_bench_dask(args: argparse.Namespace, parser: argparse.ArgumentParser) -
                      "--quick makes them smaller)")
     if args.repeat is not None and args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.scheduler != "cuda" and (args.gpus is not None or args.protocol is not None):
+        parser.error("--gpus and --protocol choose how the LocalCUDACluster starts: they need "
+                     "--scheduler cuda")
     try:
         rows = bench_dask(quick=args.quick, scheduler=args.scheduler, repeat=args.repeat,
-                          seed=args.seed or 0, progress=None if args.no_progress else _say)
+                          seed=args.seed or 0, gpus=args.gpus, protocol=args.protocol,
+                          progress=None if args.no_progress else _say)
     except ImportError as exc:
         parser.error(str(exc))
     print(format_rows(rows))
@@ -306,6 +317,8 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         if args.target != ["dask"]:
             parser.error("'dask' is a target of its own: run 'bench dask' separately")
         return _run_bench_dask(args, parser)
+    if args.gpus is not None or args.protocol is not None:
+        parser.error("--gpus and --protocol apply to 'bench dask' only")
     if args.plot:
         _check_plotting_available(parser)
     try:

@@ -78,6 +78,7 @@ class DaskRow:
 
     case: str
     scheduler: str
+    workers: int  # Dask workers that ran the tasks (1 for the threaded scheduler)
     one_array_ms: float
     gpukernels_dask_ms: float
     dask_own_ms: float
@@ -174,6 +175,7 @@ def _work(case: DaskCase) -> tuple[float, str]:
 
 def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | None = None,
                cases: tuple[DaskCase, ...] | None = None, seed: int = 0,
+               gpus: str | None = None, protocol: str | None = None,
                progress: Callable[[str], None] | None = None) -> list[DaskRow]:
     """Time :mod:`gpukernels.dask` against one array and against Dask's own path.
 
@@ -191,6 +193,14 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
         Instead of the defaults.
     seed : int, optional
         Seed of the random data.
+    gpus : str, optional
+        With ``scheduler="cuda"``: the GPUs to start workers on, as ``CUDA_VISIBLE_DEVICES``
+        lists them (``"0"``, ``"0,1"``; default: every GPU). The one-array path runs on the
+        first GPU of this process.
+    protocol : str, optional
+        With ``scheduler="cuda"``: how workers send blocks to each other, ``"tcp"`` (the
+        default; blocks go through host memory) or ``"ucx"`` (GPU to GPU over NVLink or PCIe;
+        needs ``distributed-ucxx``).
     progress : callable, optional
         Called with a line of text before each case.
 
@@ -200,6 +210,9 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
     """
     from .._core import device as _device
 
+    if (gpus is not None or protocol is not None) and scheduler != "cuda":
+        raise ValueError("gpus= and protocol= choose how a LocalCUDACluster starts: they need "
+                         f"scheduler='cuda', not {scheduler!r}")
     _device.require_gpu()  # NoGPUError, saying what works without one
     import cupy
     import dask
@@ -220,10 +233,14 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
             except ImportError as error:
                 raise ImportError("bench dask --scheduler cuda needs dask-cuda: pip install "
                                   "'gpukernels[dask]'") from error
-            cluster = LocalCUDACluster(dashboard_address=None)
+            options = {"CUDA_VISIBLE_DEVICES": gpus} if gpus is not None else {}
+            if protocol is not None:
+                options["protocol"] = protocol
+            cluster = LocalCUDACluster(dashboard_address=None, **options)
             client = distributed.Client(cluster)
         else:
             client = distributed.Client(scheduler)
+    workers = len(client.scheduler_info()["workers"]) if client is not None else 1
 
     def run(expression: Any) -> None:
         done = dask.delayed(_synchronize)(*expression.to_delayed().ravel().tolist())
@@ -259,7 +276,8 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
         theirs_ms = _median_ms(lambda: run(theirs()), repeat)
         correct = _agrees(case, cupy.asarray(gather(ours())), one_array(*whole))
         work, unit = _work(case)
-        return DaskRow(case.label, scheduler, one_ms, ours_ms, theirs_ms, work, unit, correct)
+        return DaskRow(case.label, scheduler, workers, one_ms, ours_ms, theirs_ms, work, unit,
+                       correct)
 
     def free_memory() -> None:
         cupy.get_default_memory_pool().free_all_blocks()
@@ -283,13 +301,14 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
 
 def format_rows(rows: list[DaskRow]) -> str:
     """The rows as a text table: times, the rates, and the two ratios."""
-    header = (f"{'case':<46} {'sched':>7} {'one array':>10} {'gk.dask':>9} {'dask own':>9} "
+    header = (f"{'case':<46} {'sched':>7} {'workers':>7} {'one array':>10} {'gk.dask':>9} {'dask own':>9} "
               f"{'rate':>12} {'of one':>7} {'vs own':>7} ok")
     lines = [header]
     for row in rows:
         rate = row.work / (row.gpukernels_dask_ms / 1e3)
         unit = "TFLOP/s" if row.unit == "TFLOP" else "GB/s"
-        lines.append(f"{row.case:<46} {row.scheduler[:7]:>7} {row.one_array_ms:>8.2f}ms "
+        lines.append(f"{row.case:<46} {row.scheduler[:7]:>7} {row.workers:>7} "
+                     f"{row.one_array_ms:>8.2f}ms "
                      f"{row.gpukernels_dask_ms:>7.2f}ms {row.dask_own_ms:>7.2f}ms "
                      f"{rate:>6.0f} {unit:<5} {row.of_one_array:>7.3f} {row.over_dask_own:>7.2f} "
                      f"{'yes' if row.correct else 'NO'}")
