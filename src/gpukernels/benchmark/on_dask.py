@@ -10,9 +10,10 @@ through three paths:
   (``x.T.map_blocks(cupy.ascontiguousarray)`` for a C-contiguous transpose, ``x.sum(axis)``,
   ``a @ b``).
 
-Dask times are wall-clock, from submitting the graph until a last task, which waits for every
-output block, has synchronized the device (so they include scheduling and the device work, but
-no transfer of results). One-array times are wall-clock too: the call and a device
+Dask times are wall-clock, from submitting the graph until a task after each output block,
+run where the block lives, has synchronized that block's device and a last task has counted
+them (so they include scheduling, the device work and the moves of blocks that the operation
+needs, but no move of results). One-array times are wall-clock too: the call and a device
 synchronize. Each figure is the median of ``repeat`` runs after one warm-up. The Dask result is
 checked against the one-array result (exactly for transposes; for sums and products to the
 rounding their different summation orders allow).
@@ -39,19 +40,33 @@ __all__ = ["DaskCase", "DaskRow", "CASES", "QUICK_CASES", "bench_dask", "format_
 
 @dataclass(frozen=True)
 class DaskCase:
-    """One input: an operation, the shape of its operand(s), dtype, chunk edge and options."""
+    """One input: an operation, the shape of its operand(s), dtype, chunk edge and options.
+
+    ``layout="rows"`` (matmul only) splits the left operand into row chunks of ``chunk`` rows
+    and keeps the right operand whole, a copy on every worker: the products need no block
+    from another worker and no sum over K, the layout that spreads a product over GPUs.
+    """
 
     operation: str
     shape: tuple[int, ...]
     dtype: str
     chunk: int
     axis: Any = None
+    layout: str = "blocks"
 
     @property
     def label(self) -> str:
         size = "x".join(map(str, self.shape))
         axis = f" axis={self.axis}" if self.operation == "sum" else ""
+        if self.layout == "rows":
+            return f"{self.operation} {size} {self.dtype} rows {self.chunk}, B on every worker"
         return f"{self.operation} {size} {self.dtype}{axis} chunks {self.chunk}"
+
+    def chunks(self, operand: int) -> Any:
+        """The chunks of operand 0 (the left one) or 1."""
+        if self.layout != "rows":
+            return self.chunk
+        return (self.chunk, self.shape[1]) if operand == 0 else self.shape
 
 
 #: The cases of the issue's targets: about 256 MB chunks of 2**30 elements (2**30 float16
@@ -62,6 +77,7 @@ CASES = (
     DaskCase("sum", (32768, 32768), "float32", 8192, 0),
     DaskCase("sum", (32768, 32768), "float32", 8192, 1),
     DaskCase("matmul", (32768, 32768), "float16", 8192),
+    DaskCase("matmul", (32768, 32768), "float16", 8192, layout="rows"),
 )
 QUICK_CASES = (
     DaskCase("transpose", (8192, 8192), "float32", 2048),
@@ -69,6 +85,7 @@ QUICK_CASES = (
     DaskCase("sum", (8192, 8192), "float32", 2048, 0),
     DaskCase("sum", (8192, 8192), "float32", 2048, 1),
     DaskCase("matmul", (4096, 4096), "float16", 1024),
+    DaskCase("matmul", (4096, 4096), "float16", 1024, layout="rows"),
 )
 
 
@@ -106,12 +123,18 @@ def _random_block(block: Any, seed: int, dtype: str, block_id: tuple = ()) -> An
     return generator.random(block.shape, dtype=numpy.float32).astype(dtype, copy=False)
 
 
-def _synchronize(*blocks: Any) -> None:
-    """The last task of a timed graph: after its inputs (every output block), wait for the
-    device, and return nothing (no result travels)."""
+def _synchronize(block: Any) -> int:
+    """A task after each output block, where the block lives: wait for that device and return
+    the block's size (a number travels to the last task, not the block)."""
     import cupy
 
     cupy.cuda.runtime.deviceSynchronize()
+    return int(block.size)
+
+
+def _total(*sizes: int) -> int:
+    """The last task of a timed graph: after every block's synchronisation."""
+    return sum(sizes)
 
 
 def _median_ms(run: Callable[[], Any], repeat: int) -> float:
@@ -158,7 +181,7 @@ def _agrees(case: DaskCase, got: Any, want: Any) -> bool:
             int(numpy.prod(case.shape))
         tolerance = 4 * float(numpy.finfo(numpy.float32).eps) * numpy.sqrt(terms)
     else:  # matmul of positive data: each block product rounded once more, then added
-        blocks = -(-case.shape[1] // case.chunk)
+        blocks = 1 if case.layout == "rows" else -(-case.shape[1] // case.chunk)
         tolerance = (blocks + 2) * float(numpy.finfo(case.dtype).eps)
     return bool((abs(got64 - want64) <= tolerance * abs(want64)).all())
 
@@ -243,7 +266,8 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
     workers = len(client.scheduler_info()["workers"]) if client is not None else 1
 
     def run(expression: Any) -> None:
-        done = dask.delayed(_synchronize)(*expression.to_delayed().ravel().tolist())
+        done = dask.delayed(_total)(*[dask.delayed(_synchronize)(block)
+                                      for block in expression.to_delayed().ravel()])
         if client is not None:
             client.compute(done).result()
         else:
@@ -265,9 +289,11 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
         operands = []
         meta = cupy.empty((0,) * len(case.shape), case.dtype)
         for i in range(count):
-            template = da.empty(case.shape, dtype=case.dtype, chunks=case.chunk, meta=meta)
+            template = da.empty(case.shape, dtype=case.dtype, chunks=case.chunks(i), meta=meta)
             operands.append(persist(template.map_blocks(
                 _random_block, seed + i, case.dtype, dtype=case.dtype, meta=meta)))
+        if case.layout == "rows" and client is not None:
+            client.replicate(operands[1])  # the right operand on every worker
         one_array, ours, theirs = _paths(case, operands)
         whole = [cupy.asarray(gather(x)) for x in operands]
         one_ms = _median_ms(lambda: (one_array(*whole), cupy.cuda.runtime.deviceSynchronize()),
@@ -301,13 +327,13 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
 
 def format_rows(rows: list[DaskRow]) -> str:
     """The rows as a text table: times, the rates, and the two ratios."""
-    header = (f"{'case':<46} {'sched':>7} {'workers':>7} {'one array':>10} {'gk.dask':>9} {'dask own':>9} "
+    header = (f"{'case':<56} {'sched':>7} {'workers':>7} {'one array':>10} {'gk.dask':>9} {'dask own':>9} "
               f"{'rate':>12} {'of one':>7} {'vs own':>7} ok")
     lines = [header]
     for row in rows:
         rate = row.work / (row.gpukernels_dask_ms / 1e3)
         unit = "TFLOP/s" if row.unit == "TFLOP" else "GB/s"
-        lines.append(f"{row.case:<46} {row.scheduler[:7]:>7} {row.workers:>7} "
+        lines.append(f"{row.case:<56} {row.scheduler[:7]:>7} {row.workers:>7} "
                      f"{row.one_array_ms:>8.2f}ms "
                      f"{row.gpukernels_dask_ms:>7.2f}ms {row.dask_own_ms:>7.2f}ms "
                      f"{rate:>6.0f} {unit:<5} {row.of_one_array:>7.3f} {row.over_dask_own:>7.2f} "
