@@ -10,10 +10,10 @@ through three paths:
   (``x.T.map_blocks(cupy.ascontiguousarray)`` for a C-contiguous transpose, ``x.sum(axis)``,
   ``a @ b``).
 
-Dask times are wall-clock, from submitting the graph until a task after each output block,
-run where the block lives, has synchronized that block's device and a last task has counted
-them (so they include scheduling, the device work and the moves of blocks that the operation
-needs, but no move of results). One-array times are wall-clock too: the call and a device
+Dask times are wall-clock, from submitting the graph until every task is done, its output
+blocks kept where they were made, and every worker has synchronized its device (so they
+include scheduling, the device work and the moves of blocks that the operation needs, but no
+move of results). One-array times are wall-clock too: the call and a device
 synchronize. Each figure is the median of ``repeat`` runs after one warm-up. The Dask result is
 checked against the one-array result (exactly for transposes; for sums and products to the
 rounding their different summation orders allow).
@@ -123,18 +123,11 @@ def _random_block(block: Any, seed: int, dtype: str, block_id: tuple = ()) -> An
     return generator.random(block.shape, dtype=numpy.float32).astype(dtype, copy=False)
 
 
-def _synchronize(block: Any) -> int:
-    """A task after each output block, where the block lives: wait for that device and return
-    the block's size (a number travels to the last task, not the block)."""
+def _synchronize_device() -> None:
+    """Wait for this process's device (run on every worker once a graph's tasks are done)."""
     import cupy
 
     cupy.cuda.runtime.deviceSynchronize()
-    return int(block.size)
-
-
-def _total(*sizes: int) -> int:
-    """The last task of a timed graph: after every block's synchronisation."""
-    return sum(sizes)
 
 
 def _median_ms(run: Callable[[], Any], repeat: int) -> float:
@@ -238,7 +231,6 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
                          f"scheduler='cuda', not {scheduler!r}")
     _device.require_gpu()  # NoGPUError, saying what works without one
     import cupy
-    import dask
     import dask.array as da
 
     repeat = repeat or (3 if quick else 15)
@@ -266,12 +258,13 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
     workers = len(client.scheduler_info()["workers"]) if client is not None else 1
 
     def run(expression: Any) -> None:
-        done = dask.delayed(_total)(*[dask.delayed(_synchronize)(block)
-                                      for block in expression.to_delayed().ravel()])
         if client is not None:
-            client.compute(done).result()
+            blocks = client.persist(expression)  # results stay where they are made
+            distributed.wait(blocks)
+            client.run(_synchronize_device)  # every worker's device done
         else:
-            dask.compute(done, scheduler="threads")
+            expression.persist(scheduler="threads")
+            _synchronize_device()
 
     def persist(array: Any) -> Any:
         if client is not None:
