@@ -123,6 +123,17 @@ def _random_block(block: Any, seed: int, dtype: str, block_id: tuple = ()) -> An
     return generator.random(block.shape, dtype=numpy.float32).astype(dtype, copy=False)
 
 
+def _size(block: Any) -> int:
+    """A task after each output block, where the block lives: its size (a number travels to
+    the last task, not the block)."""
+    return int(block.size)
+
+
+def _total(*sizes: int) -> int:
+    """The last task of a timed graph."""
+    return sum(sizes)
+
+
 def _synchronize_device() -> None:
     """Wait for this process's device (run on every worker once a graph's tasks are done)."""
     import cupy
@@ -231,6 +242,7 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
                          f"scheduler='cuda', not {scheduler!r}")
     _device.require_gpu()  # NoGPUError, saying what works without one
     import cupy
+    import dask
     import dask.array as da
 
     repeat = repeat or (3 if quick else 15)
@@ -258,12 +270,15 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
     workers = len(client.scheduler_info()["workers"]) if client is not None else 1
 
     def run(expression: Any) -> None:
+        # Results stay where they are made, and each run's last task has a key of its own:
+        # persisting the expression instead returned blocks that a previous run had left.
+        done = dask.delayed(_total, pure=False)(*[dask.delayed(_size)(block)
+                                      for block in expression.to_delayed().ravel()])
         if client is not None:
-            blocks = client.persist(expression)  # results stay where they are made
-            distributed.wait(blocks)
+            client.compute(done).result()
             client.run(_synchronize_device)  # every worker's device done
         else:
-            expression.persist(scheduler="threads")
+            dask.compute(done, scheduler="threads")
             _synchronize_device()
 
     def persist(array: Any) -> Any:
