@@ -44,7 +44,9 @@ class DaskCase:
 
     ``layout="rows"`` (matmul only) splits the left operand into row chunks of ``chunk`` rows
     and keeps the right operand whole, a copy on every worker: the products need no block
-    from another worker and no sum over K, the layout that spreads a product over GPUs.
+    from another worker and no sum over K, the layout that spreads a product over GPUs. (On
+    a cluster that the benchmark did not start, Dask's active memory manager, if it runs
+    there, drops the extra copies within seconds, and the products then queue on one worker.)
     """
 
     operation: str
@@ -263,7 +265,11 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
             options = {"CUDA_VISIBLE_DEVICES": gpus} if gpus is not None else {}
             if protocol is not None:
                 options["protocol"] = protocol
-            cluster = LocalCUDACluster(dashboard_address=None, **options)
+            # The scheduler of a local cluster runs in this process: without its active
+            # memory manager, which drops the copies that client.replicate makes within seconds
+            # (the right operand of a "rows" case would then live on one worker only).
+            with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+                cluster = LocalCUDACluster(dashboard_address=None, **options)
             client = distributed.Client(cluster)
         else:
             client = distributed.Client(scheduler)
@@ -300,10 +306,10 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
             template = da.empty(case.shape, dtype=case.dtype, chunks=case.chunks(i), meta=meta)
             operands.append(persist(template.map_blocks(
                 _random_block, seed + i, case.dtype, dtype=case.dtype, meta=meta)))
-        if case.layout == "rows" and client is not None:
-            client.replicate(operands[1])  # the right operand on every worker
         one_array, ours, theirs = _paths(case, operands)
         whole = [cupy.asarray(gather(x)) for x in operands]
+        if case.layout == "rows" and client is not None:
+            client.replicate(operands[1])  # the right operand on every worker
         one_ms = _median_ms(lambda: (one_array(*whole), cupy.cuda.runtime.deviceSynchronize()),
                             repeat)
         ours_ms = _median_ms(lambda: run(ours()), repeat)
