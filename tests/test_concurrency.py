@@ -85,7 +85,7 @@ def cold_kernel_cache(monkeypatch):
         for group in source.groups:
             monkeypatch.setattr(group, "_modules", {})
     _launch.PLANS.clear()
-    monkeypatch.setattr(_launch, "_SHARED_MEMORY_SET", set())
+    monkeypatch.setattr(_launch, "_DYNAMIC_SHARED_ALLOWED", {})
     monkeypatch.setattr(_program, "_scratch", {})
     _device._multiprocessor_count.cache_clear()
     compiled = []

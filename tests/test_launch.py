@@ -14,6 +14,7 @@ from gpukernels._core import launch as _launch
 
 class FakeKernel:
     max_threads_per_block = 1024
+    shared_size_bytes = 0  # static shared memory
 
     def __init__(self) -> None:
         self.kernel = SimpleNamespace(ptr=0xF00)  # a CuPy kernel's CUfunction
@@ -81,3 +82,41 @@ def test_stream_arrays_are_required_when_named():
     with pytest.raises(TypeError, match="stream_arrays"):
         _launch.KernelCall(FakeSource(), "fake<int>", (1, 1, 1), (32, 1, 1),
                            (_launch.StreamArray(0),))
+
+
+class _KernelAttributes:
+    """What allow_shared_memory reads and writes of a CuPy RawKernel."""
+
+    def __init__(self, static_bytes):
+        self.shared_size_bytes = static_bytes
+        self.max_dynamic_shared_size_bytes = None  # never set until an opt-in
+        self.opt_ins = []
+
+    def __setattr__(self, name, value):
+        if name == "max_dynamic_shared_size_bytes" and value is not None:
+            self.opt_ins.append(value)
+        object.__setattr__(self, name, value)
+
+
+@pytest.mark.parametrize("static, dynamic, opt_ins", [
+    (0, 48 * 1024, []),                           # exactly the default: no opt-in
+    (0, 48 * 1024 + 16, [48 * 1024 + 16]),
+    (1024, 47 * 1024, []),                        # static + dynamic = 48 KiB
+    (1024, 47 * 1024 + 16, [47 * 1024 + 16]),     # 16 bytes past it, counting the static part
+    (32 * 1024, 20 * 1024, [20 * 1024]),          # dynamic alone under 48 KiB, the sum over
+])
+def test_shared_memory_opt_in_counts_static_and_dynamic_bytes(monkeypatch, static, dynamic,
+                                                               opt_ins):
+    monkeypatch.setattr(_launch, "_DYNAMIC_SHARED_ALLOWED", {})
+    kernel = _KernelAttributes(static)
+    _launch.allow_shared_memory(kernel, dynamic)
+    _launch.allow_shared_memory(kernel, dynamic)  # once per kernel and size
+    assert kernel.opt_ins == opt_ins
+
+
+def test_shared_memory_opt_in_grows_with_a_larger_launch(monkeypatch):
+    monkeypatch.setattr(_launch, "_DYNAMIC_SHARED_ALLOWED", {})
+    kernel = _KernelAttributes(0)
+    for nbytes in (64 * 1024, 32 * 1024, 100 * 1024, 64 * 1024):
+        _launch.allow_shared_memory(kernel, nbytes)
+    assert kernel.opt_ins == [64 * 1024, 100 * 1024]

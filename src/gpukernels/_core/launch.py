@@ -29,7 +29,8 @@ __all__ = ["Launch", "KernelCall", "Array", "StreamArray", "LaunchRecord", "reco
 # CUDA's grid limits: gridDim.x up to 2^31 - 1, gridDim.y and gridDim.z up to 65535.
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_YZ = 65535
-#: Dynamic shared memory a block may use without opting in (larger needs allow_shared_memory).
+#: Shared memory, static and dynamic together, a block may use without opting in (more needs
+#: allow_shared_memory).
 DEFAULT_SHARED_BYTES = 48 * 1024
 
 
@@ -77,14 +78,26 @@ def span(array: Any) -> int:
                             for n, s in zip(array.shape, array.strides))
 
 
-_SHARED_MEMORY_SET: set[int] = set()  # ids of kernels allowed their large dynamic shared memory
+#: id(kernel) -> the dynamic shared memory (bytes) it may launch with so far.
+_DYNAMIC_SHARED_ALLOWED: dict[int, int] = {}
 
 
 def allow_shared_memory(kernel: Any, nbytes: int) -> None:
-    """Raise a kernel's dynamic shared-memory limit past the 48 KiB default (once per kernel)."""
-    if nbytes > DEFAULT_SHARED_BYTES and id(kernel) not in _SHARED_MEMORY_SET:
+    """Let ``kernel`` launch with ``nbytes`` of dynamic shared memory.
+
+    CUDA lets a block use 48 KiB of static and dynamic shared memory together unless its
+    kernel opts in to more; this opts in when the kernel's static bytes plus ``nbytes`` pass
+    that, and again when a later launch asks for more than the kernel was allowed.
+    """
+    if nbytes <= 0:  # static shared memory alone cannot pass 48 KiB: NVRTC refuses that
+        return
+    allowed = _DYNAMIC_SHARED_ALLOWED.get(id(kernel))
+    if allowed is None:
+        allowed = DEFAULT_SHARED_BYTES - int(kernel.shared_size_bytes)
+    if nbytes > allowed:
         kernel.max_dynamic_shared_size_bytes = nbytes
-        _SHARED_MEMORY_SET.add(id(kernel))
+        allowed = nbytes
+    _DYNAMIC_SHARED_ALLOWED[id(kernel)] = allowed
 
 
 @dataclass(frozen=True)
