@@ -37,6 +37,14 @@ as bfloat16, and a result gathered by the client needs ``.view(ml_dtypes.bfloat1
 the blocks of one result come from several worker processes, Dask's own gathering task fails
 to concatenate bfloat16 blocks with void ones (a limit of distributed's CuPy serialization).
 
+On several GPUs, what a graph costs is mostly the blocks it moves between them. Over
+``distributed``'s default TCP transport blocks pass through host memory; with NVLink, start the
+cluster with ``LocalCUDACluster(protocol="ucx")`` (``distributed-ucxx``). A product spreads
+well when each task finds its operands on its own GPU: the left operand in row chunks and the
+right operand in one chunk copied to every worker (``client.replicate``, with Dask's active
+memory manager off, or it drops the copies). ``python -m gpukernels bench dask --gpus 0,1
+--protocol ucx`` times both layouts.
+
 Install with ``pip install "gpukernels[dask]"`` (``dask[array]``, ``distributed``,
 ``dask-cuda``); ``import gpukernels`` itself does not need them.
 
