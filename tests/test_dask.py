@@ -14,6 +14,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy
 import pytest
@@ -500,6 +501,94 @@ def test_bench_dask_function_refuses_cluster_options_elsewhere():
 
     with pytest.raises(ValueError, match="need scheduler='cuda'"):
         bench_dask(scheduler="threads", gpus="0")
+
+
+@pytest.fixture
+def two_worker_cluster():
+    """Two in-process workers (threads, no GPU) and a client: where blocks live and move."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+def _bytes_received(client):
+    """Bytes each worker has fetched from others so far, by worker."""
+    return client.run(lambda dask_worker: sum(entry["total"]
+                                              for entry in dask_worker.transfer_incoming_log))
+
+
+_SYNCHRONIZED: list = []
+
+
+def _record_synchronize():
+    """A synchronisation that the in-process workers report here (a module function travels
+    by reference, so it appends to this module's list, not to a copy)."""
+    _SYNCHRONIZED.append(1)
+
+
+def test_timed_graph_moves_no_block_between_workers(two_worker_cluster):
+    distributed = pytest.importorskip("distributed")
+    from gpukernels.benchmark.on_dask import run_graph
+
+    client = two_worker_cluster
+    x = client.persist(da.random.default_rng(0).random((512, 512), chunks=128))  # 16 x 128 KiB
+    distributed.wait(x)
+    assert len({w for ws in client.who_has(x).values() for w in ws}) == 2  # on both workers
+    before = _bytes_received(client)
+    _SYNCHRONIZED.clear()
+    run_graph(x.T.map_blocks(numpy.ascontiguousarray), client, synchronize=_record_synchronize)
+    after = _bytes_received(client)
+    moved = sum(after[w] - before[w] for w in after)
+    assert moved < 4096, f"{moved} bytes moved: blocks travelled, not just their sizes"
+    assert len(_SYNCHRONIZED) == 2  # every worker, after the tasks
+
+
+def test_timed_graph_computes_again_on_every_run(two_worker_cluster):
+    distributed = pytest.importorskip("distributed")
+    from gpukernels.benchmark.on_dask import run_graph
+
+    client = two_worker_cluster
+    x = client.persist(da.ones((256, 256), chunks=64))
+    distributed.wait(x)
+    expression = x + 1
+    for _ in range(2):  # the second run computes again, though its blocks' keys are the same
+        with distributed.get_task_stream(client) as stream:
+            run_graph(expression, client, synchronize=lambda: None)
+        names = [record["key"][0] if isinstance(record["key"], tuple) else record["key"]
+                 for record in stream.data]
+        assert sum(name.startswith("add-") for name in names) == 16, names
+
+
+def test_timed_graph_with_threads_synchronizes_once():
+    from gpukernels.benchmark.on_dask import run_graph
+
+    calls = []
+    run_graph(da.ones((8, 8), chunks=4) * 2, None, synchronize=lambda: calls.append(1))
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("config_off", [False, True])
+def test_benchmark_cluster_keeps_the_copies_replicate_makes(config_off):
+    distributed = pytest.importorskip("distributed")
+    from gpukernels.benchmark.on_dask import CLUSTER_CONFIG
+
+    config = {"distributed.scheduler.active-memory-manager.interval": "50ms"}
+    if config_off:
+        config.update(CLUSTER_CONFIG)
+    with dask.config.set(config):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                           dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
+        b = client.persist(da.ones((64, 64), chunks=64))
+        distributed.wait(b)
+        client.replicate(b)
+        (key,) = client.who_has(b)
+        time.sleep(0.5)  # ten rounds of the active memory manager, where it runs
+        copies = len(client.who_has(b)[key])
+    # Dask's default drops the copy; the benchmark's cluster keeps it.
+    assert copies == (2 if config_off else 1)
 
 
 @pytest.mark.gpu

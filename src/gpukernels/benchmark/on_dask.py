@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy
 
-__all__ = ["DaskCase", "DaskRow", "CASES", "QUICK_CASES", "bench_dask", "format_rows"]
+__all__ = ["DaskCase", "DaskRow", "CASES", "CLUSTER_CONFIG", "QUICK_CASES", "bench_dask",
+           "format_rows", "run_graph"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,32 @@ def _synchronize_device() -> None:
     import cupy
 
     cupy.cuda.runtime.deviceSynchronize()
+
+
+#: Dask settings of the cluster the benchmark starts. Its scheduler runs in this process, and
+#: without the active memory manager, which drops the copies that ``client.replicate`` makes
+#: within seconds (the right operand of a "rows" case would then live on one worker only).
+CLUSTER_CONFIG = {"distributed.scheduler.active-memory-manager.start": False}
+
+
+def run_graph(expression: Any, client: Any = None,
+              synchronize: Callable[[], None] = _synchronize_device) -> None:
+    """Compute ``expression`` (a Dask array) for timing: its blocks stay where they are made,
+    one task per block hands on its size only, a last task of a key of its own (so no run
+    reuses another's results) adds them, and then every worker's device is synchronized.
+
+    ``client``: a ``distributed`` client, or None for the threaded scheduler in this process.
+    """
+    import dask
+
+    done = dask.delayed(_total, pure=False)(*[dask.delayed(_size)(block)
+                                              for block in expression.to_delayed().ravel()])
+    if client is not None:
+        client.compute(done).result()
+        client.run(synchronize)  # every worker's device done
+    else:
+        dask.compute(done, scheduler="threads")
+        synchronize()
 
 
 def _median_ms(run: Callable[[], Any], repeat: int) -> float:
@@ -265,10 +292,7 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
             options = {"CUDA_VISIBLE_DEVICES": gpus} if gpus is not None else {}
             if protocol is not None:
                 options["protocol"] = protocol
-            # The scheduler of a local cluster runs in this process: without its active
-            # memory manager, which drops the copies that client.replicate makes within seconds
-            # (the right operand of a "rows" case would then live on one worker only).
-            with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+            with dask.config.set(CLUSTER_CONFIG):
                 cluster = LocalCUDACluster(dashboard_address=None, **options)
             client = distributed.Client(cluster)
         else:
@@ -276,16 +300,7 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
     workers = len(client.scheduler_info()["workers"]) if client is not None else 1
 
     def run(expression: Any) -> None:
-        # Results stay where they are made, and each run's last task has a key of its own:
-        # persisting the expression instead returned blocks that a previous run had left.
-        done = dask.delayed(_total, pure=False)(*[dask.delayed(_size)(block)
-                                      for block in expression.to_delayed().ravel()])
-        if client is not None:
-            client.compute(done).result()
-            client.run(_synchronize_device)  # every worker's device done
-        else:
-            dask.compute(done, scheduler="threads")
-            _synchronize_device()
+        run_graph(expression, client)
 
     def persist(array: Any) -> Any:
         if client is not None:
