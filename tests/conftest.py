@@ -42,27 +42,31 @@ RECORD = os.environ.get("GPUKERNELS_LAUNCH_RECORD")
 SELECT = os.environ.get("GPUKERNELS_SELECT")
 
 
-def _compile_cost(item) -> int:
-    """A compile test's weight: the instances of the source it compiles (0 if not known)."""
+def _compile_order(item) -> tuple:
+    """Compile tests by size: the sources with more instances first, a source's architectures
+    together."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     source = _compile.SOURCES.get(params.get("path", ""))
-    return len(source.instances) if source is not None else 0
+    return (-len(source.instances) if source is not None else 0, str(params.get("path", "")),
+            str(params.get("arch", "")))
 
 
 def _spread_compile_tests(items) -> None:
     """Spread the NVRTC compile tests (up to a minute each on two cores) over the first quarter
-    of the run order, heavy and light ones alternating. pytest-xdist starts each worker on its own contiguous
-    chunk of that quarter: left together, they all fell to one worker, which compiled them one
-    after another while the others waited (two cores, empty compile cache: the whole suite in
-    12 min 31 s that way, 9 min 6 s spread; benchmarks/NOTES.md, item 72)."""
+    of the run order. pytest-xdist starts each worker on its own contiguous chunk of that
+    quarter: left together, they all fell to one worker, which compiled them one after another
+    while the others waited. Their order is the bit-reversal of their order by size, so the
+    first half holds every second test of that order, each quarter every fourth, and so on:
+    whichever chunks the workers get, each gets its share of every source's architectures
+    (two cores, empty compile cache: the whole suite in 12 min 31 s together, 6 min 37 s
+    spread; benchmarks/NOTES.md, item 72)."""
     compile_tests = [item for item in items if item.get_closest_marker("compile") is not None]
     if not compile_tests or len(compile_tests) == len(items):
         return
-    by_cost = sorted(compile_tests, key=_compile_cost, reverse=True)
-    # heaviest, lightest, second heaviest, second lightest...: any run of them weighs about
-    # its share, whichever chunks the workers get
-    compile_tests = [by_cost[i // 2] if i % 2 == 0 else by_cost[-1 - i // 2]
-                     for i in range(len(by_cost))]
+    by_size = sorted(compile_tests, key=_compile_order)
+    bits = max(1, (len(by_size) - 1).bit_length())
+    reversed_bits = [int(format(i, f"0{bits}b")[::-1], 2) for i in range(len(by_size))]
+    compile_tests = [by_size[i] for i in sorted(range(len(by_size)), key=reversed_bits.__getitem__)]
     others = [item for item in items if item.get_closest_marker("compile") is None]
     step = max(len(items) // 4, len(compile_tests)) / len(compile_tests)
     spread: list = []
