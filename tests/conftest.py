@@ -68,7 +68,8 @@ def _spread_compile_tests(items) -> None:
     reversed_bits = [int(format(i, f"0{bits}b")[::-1], 2) for i in range(len(by_size))]
     compile_tests = [by_size[i] for i in sorted(range(len(by_size)), key=reversed_bits.__getitem__)]
     others = [item for item in items if item.get_closest_marker("compile") is None]
-    step = max(len(items) // 4, len(compile_tests)) / len(compile_tests)
+    # other tests between two compile tests, so that the last is still in the first quarter
+    step = max(len(items) // 4 - len(compile_tests), 0) / len(compile_tests)
     spread: list = []
     placed = 0  # other tests placed so far
     for index, item in enumerate(compile_tests):

@@ -375,3 +375,33 @@ def test_compile_error_leaves_the_loader_usable(broken_kernel_dir):
     # The fixture's kernel_dir still points at tmp_path, which has no transpose/transpose.cu.
     with pytest.raises(FileNotFoundError):
         _compile.load_source("transpose/transpose.cu")
+
+
+# --- the compile tests' place in the run order (tests/conftest.py) ------------------------------
+
+def test_compile_tests_are_spread_so_every_worker_gets_its_share():
+    from types import SimpleNamespace
+
+    from conftest import _spread_compile_tests
+
+    def item(name, path=None, arch=None):
+        marker = "compile" if path else None
+        return SimpleNamespace(
+            name=name, get_closest_marker=lambda m, marker=marker: m if m == marker else None,
+            callspec=SimpleNamespace(params={"path": path, "arch": arch} if path else {}))
+
+    compile_items = [item(f"{p}-{a}", p, a) for p, a in SOURCE_ARCHS]
+    items = [item(f"other {i}") for i in range(2000)] + compile_items
+    _spread_compile_tests(items)
+    assert sorted(i.name for i in items) == sorted([f"other {i}" for i in range(2000)]
+                                                   + [i.name for i in compile_items])
+    positions = [k for k, i in enumerate(items) if i.callspec.params]
+    assert positions[-1] < len(items) // 4  # all in the quarter xdist hands out first
+    assert min(b - a for a, b in itertools.pairwise(positions)) > 10  # spread, not together
+    # Two workers take the first and second half of that quarter: each gets two of the four
+    # architectures of every source compiled for four.
+    halfway = len(items) // 8
+    for path in {p for p, a in SOURCE_ARCHS if a != "sm_90a"}:
+        first = [i for k, i in enumerate(items) if k < halfway and i.callspec.params.get("path")
+                 == path]
+        assert len(first) == 2, (path, [i.name for i in first])
