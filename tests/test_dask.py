@@ -585,7 +585,10 @@ def test_benchmark_cluster_keeps_the_copies_replicate_makes(config_off):
         distributed.wait(b)
         client.replicate(b)
         (key,) = client.who_has(b)
-        time.sleep(0.5)  # ten rounds of the active memory manager, where it runs
+        assert client.amm.running() is not config_off
+        deadline = time.monotonic() + (0.5 if config_off else 20)  # 10 or 400 of its rounds
+        while time.monotonic() < deadline and len(client.who_has(b)[key]) == 2:
+            time.sleep(0.05)
         copies = len(client.who_has(b)[key])
     # Dask's default drops the copy; the benchmark's cluster keeps it.
     assert copies == (2 if config_off else 1)
