@@ -299,9 +299,6 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
             client = distributed.Client(scheduler)
     workers = len(client.scheduler_info()["workers"]) if client is not None else 1
 
-    def run(expression: Any) -> None:
-        run_graph(expression, client)
-
     def persist(array: Any) -> Any:
         if client is not None:
             array = client.persist(array)
@@ -327,8 +324,8 @@ def bench_dask(*, quick: bool = False, scheduler: str = "cuda", repeat: int | No
             client.replicate(operands[1])  # the right operand on every worker
         one_ms = _median_ms(lambda: (one_array(*whole), cupy.cuda.runtime.deviceSynchronize()),
                             repeat)
-        ours_ms = _median_ms(lambda: run(ours()), repeat)
-        theirs_ms = _median_ms(lambda: run(theirs()), repeat)
+        ours_ms = _median_ms(lambda: run_graph(ours(), client), repeat)
+        theirs_ms = _median_ms(lambda: run_graph(theirs(), client), repeat)
         correct = _agrees(case, cupy.asarray(gather(ours())), one_array(*whole))
         work, unit = _work(case)
         return DaskRow(case.label, scheduler, workers, one_ms, ours_ms, theirs_ms, work, unit,
