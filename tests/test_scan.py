@@ -86,9 +86,34 @@ def test_hillis_steele_levels_recurse_until_one_tile():
 def test_single_pass_capacity_covers_every_tile():
     for tiles in (1, 4096, 4097, 10**6):
         assert rungs.capacity_for(tiles) >= tiles
-    p = rungs.Problem("SumOp", numpy.dtype("float32"), 2**20, 1, 16)
-    step = rungs.plan_columns(p).steps[0]
-    assert step.scratch >= step.launch.grid[0] * 32
+    f32 = numpy.dtype("float32")
+    wide = rungs.plan_columns(rungs.Problem("SumOp", f32, 2**14, 3 * 64, 64)).steps[0]
+    assert wide.scratch >= wide.launch.grid[0] * 32  # a slot per tile and lane
+    narrow = rungs.plan_columns(rungs.Problem("SumOp", f32, 2**20, 3 * 16, 16)).steps[0]
+    per_column = int(narrow.args[-1])  # the kernel's capacity: one column's slice
+    assert per_column >= narrow.launch.grid[0] and narrow.scratch == per_column * 16
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int32", "float16", "float32", "float64",
+                                   "complex64", "complex128"])
+@pytest.mark.parametrize("inner", [1, 2, 4, 8, 16, 32])
+def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner):
+    dtype = numpy.dtype(dtype)
+    p = rungs.Problem("SumOp", dtype, 1000, 7 * inner, inner)
+    launch = rungs.plan_columns(p).steps[0].launch
+    items = rungs.look_back_items(dtype)
+    assert launch.grid[0] * launch.block[0] * items >= p.n * p.rows
+    assert (launch.block[0] * items) % inner == 0  # whole rows in a tile
+    # the buffer holds the outputs, 16-byte words with a word of padding after every eight;
+    # with the kernel's static shared memory it stays within the 48 KiB no opt-in needs
+    out_bytes = launch.block[0] * items * rungs.accumulator(dtype)[1].itemsize
+    assert launch.shared_mem == out_bytes + out_bytes // 8
+    assert launch.shared_mem <= 40 * 1024
+
+
+def test_wide_columns_take_no_dynamic_shared_memory():
+    p = rungs.Problem("SumOp", numpy.dtype("float32"), 1000, 3 * 48, 48)
+    assert not rungs.is_narrow(48) and rungs.plan_columns(p).steps[0].launch.shared_mem == 0
     for plan in (rungs.plan_look_back, rungs.plan_blocked):
         step = plan(rungs.Problem("SumOp", numpy.dtype("int8"), 10**7, 1, 1)).steps[0]
         assert step.scratch >= step.launch.grid[0]

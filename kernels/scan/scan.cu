@@ -713,22 +713,211 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // the same left-to-right fold as look_back, so results are deterministic.
 // Tiles are numbered row tile fastest, then column chunk, then the axes before (outer), so a
 // tile's predecessor in its column is the tile numbered one less. Columns past inner idle.
+// Narrow arrays (inner a power of two up to 32: instances with NARROW) take another path,
+// gk_columns_narrow below: their rows are short, so a tile of consecutive whole rows is
+// contiguous memory.
 // (8192, 8192) float32 along axis 0 on an H100: 0.24 of a device copy per call (look_back 0.10,
 // cupy.cumsum 0.03); (2^20, 16) along axis 0: 0.08, half its lanes idle.
 // ---------------------------------------------------------------------------------------------
-template <typename Op, typename In, typename Acc, typename Out, int WARPS, int ROWS>
-__global__ void __launch_bounds__(WARPS * 32)
+
+// The columns rung on narrow arrays, inner = C a power of two up to 32: a tile is BLOCK x ITEMS
+// consecutive elements, 1/C of them per column, loaded and stored as blocked does (16-byte
+// words striped across the threads, staged in the padded buffer, dynamic shared memory).
+// Thread t takes column t % C and ITEMS consecutive rows of it, so every lane works; the
+// threads of a column scan across the warp by shuffles of C, 2C, ... lanes and across warps
+// through `totals`; each column looks back along its own chain with look_back's grouped,
+// deterministic look-back, in its own slice of the scratch (flags + c * capacity, values + c *
+// capacity * 48), warp w taking columns w, w + WARPS, ...
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK>
+__device__ __forceinline__ void gk_columns_narrow(
+        const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, int C, i64 tile,
+        u64 epoch, u64* __restrict__ flags, char* __restrict__ values, i64 capacity,
+        uint4* buffer, Acc (*totals)[32], int (*total_starts)[32], Acc* prefix_shared) {
+    constexpr int ITEMS = sizeof(In) == 16 ? 8 : 16;  // blocked's (look_back_items on the host)
+    constexpr int IN_PER_WORD = (int)(16 / sizeof(In)), OUT_PER_WORD = (int)(16 / sizeof(Out));
+    constexpr int IN_WORDS = ITEMS / IN_PER_WORD, OUT_WORDS = ITEMS / OUT_PER_WORD;
+    constexpr int WARPS = BLOCK / 32;
+    static_assert(ITEMS % IN_PER_WORD == 0 && ITEMS % OUT_PER_WORD == 0 && ITEMS <= 32,
+                  "runs of whole words, starts in one 32-bit mask");
+    static_assert(sizeof(Out) >= sizeof(In), "outputs as wide as the inputs");
+    constexpr int IN_SLOTS = BLOCK * IN_WORDS + BLOCK * IN_WORDS / 8;
+    constexpr int OUT_SLOTS = BLOCK * OUT_WORDS + BLOCK * OUT_WORDS / 8;
+    typedef gk_segment<Acc> Segment;
+    uint4* const in_words = buffer + (OUT_SLOTS - IN_SLOTS);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const i64 total = n * rows;  // rows = the scans, outer x C
+    const i64 base = tile * (i64)(BLOCK * ITEMS);
+    {
+        const bool words_in = reinterpret_cast<u64>(in) % 16 == 0;
+        gk_scan_word<In> word[IN_WORDS];
+#pragma unroll
+        for (int w = 0; w < IN_WORDS; ++w) {
+            const i64 at = base + (i64)(w * BLOCK + tid) * IN_PER_WORD;
+            if (words_in && at + IN_PER_WORD <= total) {
+                word[w].bits = reinterpret_cast<const uint4*>(in + at)[0];
+            } else {
+#pragma unroll
+                for (int k = 0; k < IN_PER_WORD; ++k) {
+                    if (at + k < total) word[w].elem[k] = in[at + k];
+                }
+            }
+        }
+#pragma unroll
+        for (int w = 0; w < IN_WORDS; ++w) in_words[gk_padded_slot(w * BLOCK + tid)] = word[w].bits;
+    }
+    __syncthreads();
+
+    // This thread's run: column `column`, rows first_row .. first_row + ITEMS - 1 of the
+    // outer x n rows, `valid` of them before the end, `starts` those that begin a scan.
+    const int shift = __ffs(C) - 1;
+    const int column = tid & (C - 1), group = tid >> shift;
+    const i64 row_count = total >> shift;
+    const i64 first_row = (base >> shift) + (i64)group * ITEMS;
+    const int valid = first_row >= row_count ? 0
+                    : (row_count - first_row < ITEMS ? (int)(row_count - first_row) : ITEMS);
+    unsigned starts = 0;
+    if (valid > 0) {
+        const i64 position = first_row % n;
+        for (i64 k = position == 0 ? 0 : n - position; k < valid; k += n) starts |= 1u << k;
+    }
+    const In* const tile_in = reinterpret_cast<const In*>(in_words);
+    Segment run = gk_segment_identity<Op, Acc>();
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        if (k < valid) {
+            const int i = ((group * ITEMS + k) << shift) + column;  // the tile's element i
+            const Acc x = to_acc<Acc>(tile_in[gk_padded_slot(i / IN_PER_WORD) * IN_PER_WORD +
+                                              i % IN_PER_WORD]);
+            run.value = (starts >> k) & 1 ? x : Op::combine(run.value, x);
+        }
+    }
+    run.start = starts != 0;
+
+    // The runs of a column scanned across the warp (lanes C apart), then the warps' totals.
+    Segment inclusive = run;
+    for (int d = C; d < 32; d *= 2) {
+        Segment left;
+        left.value = gk_shfl_up(inclusive.value, d);
+        left.start = __shfl_up_sync(0xffffffffu, inclusive.start, d);
+        if (lane >= d) inclusive = gk_segment_combine<Op>(left, inclusive);
+    }
+    Segment before = gk_segment_identity<Op, Acc>();
+    {
+        const Acc value = gk_shfl_up(inclusive.value, C & 31);
+        const int start = __shfl_up_sync(0xffffffffu, inclusive.start, C & 31);
+        if (lane >= C) {
+            before.value = value;
+            before.start = start;
+        }
+    }
+    if (lane >= 32 - C) {
+        totals[warp][column] = inclusive.value;
+        total_starts[warp][column] = inclusive.start;
+    }
+    __syncthreads();
+    Segment running = gk_segment_identity<Op, Acc>();
+    for (int v = 0; v < warp; ++v) {
+        Segment t;
+        t.value = totals[v][column];
+        t.start = total_starts[v][column];
+        running = gk_segment_combine<Op>(running, t);
+    }
+    if (lane >= C) running = gk_segment_combine<Op>(running, before);
+
+    // Each column's aggregate published, and its prefix looked back for, by one warp.
+    const bool continues = (base >> shift) % n != 0;
+    for (int c = warp; c < C; c += WARPS) {
+        Segment aggregate = gk_segment_identity<Op, Acc>();
+        for (int v = 0; v < WARPS; ++v) {
+            Segment t;
+            t.value = totals[v][c];
+            t.start = total_starts[v][c];
+            aggregate = gk_segment_combine<Op>(aggregate, t);
+        }
+        u64* const column_flags = flags + c * capacity;
+        char* const column_values = values + c * capacity * 48;
+        if (lane == 0) {
+            gk_publish(column_flags, gk_tile_aggregate<Acc>(column_values, tile), tile,
+                       aggregate.value,
+                       epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
+        }
+        if (continues || tile % 32 == 31) {
+            const Acc prefix = gk_look_back<Op, Acc>(column_flags, column_values, capacity, tile,
+                                                     aggregate, epoch);
+            if (lane == 0) prefix_shared[c] = prefix;
+        }
+    }
+    __syncthreads();
+    const Acc tile_prefix = continues ? prefix_shared[column] : Op::template identity<Acc>();
+
+    // The run again, after its prefix: read again (every thread's, before outputs wider than
+    // the inputs overwrite them), into the buffer element by element, then stored in words.
+    In held[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const int i = ((group * ITEMS + k) << shift) + column;
+        if (k < valid) held[k] = tile_in[gk_padded_slot(i / IN_PER_WORD) * IN_PER_WORD +
+                                         i % IN_PER_WORD];
+    }
+    if (sizeof(Out) > sizeof(In)) __syncthreads();
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        if (k < valid) {
+            const Acc x = to_acc<Acc>(held[k]);
+            const bool start = (starts >> k) & 1;
+            running.value = start ? x : Op::combine(running.value, x);
+            running.start |= start;
+            const int i = ((group * ITEMS + k) << shift) + column;
+            reinterpret_cast<Out*>(buffer + gk_padded_slot(i / OUT_PER_WORD))[i % OUT_PER_WORD] =
+                to_acc<Out>(running.start ? running.value
+                                          : Op::combine(tile_prefix, running.value));
+        }
+    }
+    __syncthreads();
+    const bool words_out = reinterpret_cast<u64>(out) % 16 == 0;
+#pragma unroll
+    for (int w = 0; w < OUT_WORDS; ++w) {
+        const int i = w * BLOCK + tid;
+        const i64 at = base + (i64)i * OUT_PER_WORD;
+        if (at >= total) continue;
+        gk_scan_word<Out> result;
+        result.bits = buffer[gk_padded_slot(i)];
+        if (words_out && at + OUT_PER_WORD <= total) {
+            reinterpret_cast<uint4*>(out + at)[0] = result.bits;
+        } else {
+#pragma unroll
+            for (int k = 0; k < OUT_PER_WORD; ++k) {
+                if (at + k < total) out[at + k] = result.elem[k];
+            }
+        }
+    }
+}
+
+// The narrow path's blocks per SM: its registers are capped so that this many fit.
+constexpr int NARROW_MIN_BLOCKS = 4;
+
+template <typename Op, typename In, typename Acc, typename Out, int WARPS, int ROWS, bool NARROW>
+__global__ void __launch_bounds__(WARPS * 32, NARROW ? NARROW_MIN_BLOCKS : 0)
 scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
              u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
              i64 capacity) {
+    extern __shared__ uint4 gk_narrow_tile[];  // the narrow path's (none for the other)
     __shared__ i64 tile_shared;
     __shared__ u64 epoch_shared;
     __shared__ Acc warp_totals[WARPS][32];
+    __shared__ int warp_starts[NARROW ? WARPS : 1][32];
     __shared__ Acc prefix_shared[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     gk_claim_tile(control, tile_shared, epoch_shared);
     const i64 tile = tile_shared;
     const u64 epoch = epoch_shared;
+    if constexpr (NARROW) {  // the host sends only inner = 1, 2, 4, 8, 16 or 32 here
+        gk_columns_narrow<Op, In, Acc, Out, WARPS * 32>(in, out, n, rows, (int)inner, tile, epoch,
+                                                        flags, values, capacity, gk_narrow_tile,
+                                                        warp_totals, warp_starts, prefix_shared);
+        gk_finish_launch(control, epoch);
+        return;
+    }
     const i64 row_tiles = (n + WARPS * ROWS - 1) / (WARPS * ROWS);
     const i64 chunks = (inner + 31) / 32;
     const i64 row_tile = tile % row_tiles;

@@ -235,19 +235,40 @@ COLUMN_WARPS = 8
 COLUMN_ROWS = 16  # rows per warp: a tile is COLUMN_WARPS x COLUMN_ROWS rows of 32 columns
 
 
-def _columns_instance(op: str, read: numpy.dtype) -> str:
+def _columns_instance(op: str, read: numpy.dtype, narrow: bool) -> str:
     acc, out = accumulator(read)
     return (f"scan_columns<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {COLUMN_WARPS}, "
-            f"{COLUMN_ROWS}>")
+            f"{COLUMN_ROWS}, {'true' if narrow else 'false'}>")
+
+
+def is_narrow(inner: int) -> bool:
+    """Whether columns takes its narrow path: ``inner`` a power of two up to 32, so a tile of
+    whole rows is contiguous (scan.cu, gk_columns_narrow)."""
+    return inner <= 32 and inner & (inner - 1) == 0
+
+
+def narrow_shared_bytes(dtype: numpy.dtype) -> int:
+    """The narrow path's tile buffer (dynamic shared memory): the tile's outputs in 16-byte
+    words, a word of padding after every eight."""
+    words = 32 * COLUMN_WARPS * look_back_items(dtype) * accumulator(dtype)[1].itemsize // 16
+    return 16 * (words + words // 8)
 
 
 def plan_columns(p: Problem) -> Plan:
-    """One launch: a tile per (axes before, chunk of 32 columns, COLUMN_WARPS x COLUMN_ROWS
-    rows), numbered row tile fastest."""
+    """One launch. Narrow arrays (see :func:`is_narrow`): blocked's tiles of consecutive
+    elements, whole rows of every column, a chain of tiles per column (scratch for each).
+    Others: a tile per (axes before, chunk of 32 columns, COLUMN_WARPS x COLUMN_ROWS rows),
+    numbered row tile fastest."""
+    if is_narrow(p.inner):
+        tiles = ceil_div(p.n * p.rows, 32 * COLUMN_WARPS * look_back_items(p.dtype))
+        per_column = capacity_for(tiles)
+        return Plan([Step(Launch(SOURCE, _columns_instance(p.op, p.dtype, True), (tiles, 1, 1),
+                                 (32 * COLUMN_WARPS, 1, 1), narrow_shared_bytes(p.dtype)),
+                          _single_pass_args(p, per_column), per_column * p.inner)])
     tiles = (ceil_div(p.n, COLUMN_WARPS * COLUMN_ROWS) * ceil_div(p.inner, 32)
              * (p.rows // p.inner))
     capacity = capacity_for(tiles * 32)
-    return Plan([Step(Launch(SOURCE, _columns_instance(p.op, p.dtype), (tiles, 1, 1),
+    return Plan([Step(Launch(SOURCE, _columns_instance(p.op, p.dtype, False), (tiles, 1, 1),
                              (32 * COLUMN_WARPS, 1, 1)),
                       _single_pass_args(p, capacity), capacity)])
 
@@ -319,8 +340,12 @@ LADDER = Ladder("scan", (
          plan_blocked),
     Rung("columns",
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
-         "columns, a look-back per column",
-         SOURCE, "scan_columns", _dtype_groups("scan_columns", _columns_instance, 12),
+         "columns, a look-back per column; narrow arrays (up to 32 columns) in tiles of whole "
+         "rows, each thread a run of one column",
+         SOURCE, "scan_columns",
+         _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
+         + _dtype_groups("scan_columns narrow", functools.partial(_columns_instance, narrow=True),
+                         12),
          plan_columns,
          Needs(layout="fast for scans along an axis that is not the last")),
 ))
