@@ -711,8 +711,11 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // the chunk: the warps' column totals are scanned through shared memory, and each column looks
 // back along its own chain of tiles (lane c of warp 0 for column c), with the same flags and
 // the same left-to-right fold as look_back, so results are deterministic.
-// Tiles are numbered row tile fastest, then column chunk, then the axes before (outer), so a
-// tile's predecessor in its column is the tile numbered one less. Columns past inner idle.
+// Tiles are numbered column chunk fastest, then row tile, then the axes before (outer), so a
+// tile's predecessor in its column is `chunks` tiles before it: claimed that much earlier, it
+// has usually published its inclusive prefix already when there are many chunks (numbered row
+// tile fastest, each tile waited on the one claimed just before it: (8192, 8192) along axis 0
+// 0.24 -> 0.41 of a copy, benchmarks/NOTES.md, item 67). Columns past inner idle.
 // Narrow arrays (inner a power of two up to 32: instances with NARROW) take another path,
 // gk_columns_narrow below: their rows are short, so a tile of consecutive whole rows is
 // contiguous memory.
@@ -920,9 +923,9 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     }
     const i64 row_tiles = (n + WARPS * ROWS - 1) / (WARPS * ROWS);
     const i64 chunks = (inner + 31) / 32;
-    const i64 row_tile = tile % row_tiles;
-    const i64 chunk = tile / row_tiles % chunks;
-    const i64 outer = tile / row_tiles / chunks;
+    const i64 chunk = tile % chunks;
+    const i64 row_tile = tile / chunks % row_tiles;
+    const i64 outer = tile / chunks / row_tiles;
     const i64 column = chunk * 32 + lane;
     const bool active = column < inner;
     const i64 first_row = row_tile * (WARPS * ROWS) + (i64)warp * ROWS;
@@ -955,12 +958,12 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                        epoch * GK_EPOCH + GK_AGGREGATE);
             // The nearest tile above with its inclusive prefix published, then the aggregates
             // below it, folded in order.
-            i64 found = tile - 1;
+            i64 found = tile - chunks;
             while (!gk_has_inclusive(gk_wait_flag(flags, found * 32 + lane, epoch), epoch)) {
-                --found;
+                found -= chunks;
             }
             Acc prefix = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity, found * 32 + lane));
-            for (i64 k = found + 1; k < tile; ++k) {
+            for (i64 k = found + chunks; k < tile; k += chunks) {
                 prefix = Op::combine(prefix,
                                      gk_load_l2(gk_tile_aggregate<Acc>(values, k * 32 + lane)));
             }

@@ -258,7 +258,7 @@ def plan_columns(p: Problem) -> Plan:
     """One launch. Narrow arrays (see :func:`is_narrow`): blocked's tiles of consecutive
     elements, whole rows of every column, a chain of tiles per column (scratch for each).
     Others: a tile per (axes before, chunk of 32 columns, COLUMN_WARPS x COLUMN_ROWS rows),
-    numbered row tile fastest."""
+    numbered column chunk fastest."""
     if is_narrow(p.inner):
         tiles = ceil_div(p.n * p.rows, 32 * COLUMN_WARPS * look_back_items(p.dtype))
         per_column = capacity_for(tiles)
