@@ -719,8 +719,9 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // Narrow arrays (inner a power of two up to 32: instances with NARROW) take another path,
 // gk_columns_narrow below: their rows are short, so a tile of consecutive whole rows is
 // contiguous memory.
-// (8192, 8192) float32 along axis 0 on an H100: 0.24 of a device copy per call (look_back 0.10,
-// cupy.cumsum 0.03); (2^20, 16) along axis 0: 0.08, half its lanes idle.
+// Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.41
+// (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.30 on the narrow path (0.08 before it, half
+// the lanes idle; cupy.cumsum 0.04, torch.cumsum 366 ms) (benchmarks/NOTES.md, item 73).
 // ---------------------------------------------------------------------------------------------
 
 // The columns rung on narrow arrays, inner = C a power of two up to 32: a tile is BLOCK x ITEMS
