@@ -114,9 +114,11 @@ def _transpose_problems():
                 shapes, (1, 2), (0, 1, 4, 16), (0, 4, 8, 16, 32)):
             if in_address % min(itemsize, 8) or out_address % min(itemsize, 8):
                 continue
-            yield transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols * col_stride,
-                                                                   cols * col_stride, col_stride),
-                                          in_address, out_address, capability, index)
+            for out_strides in ((rows * cols, rows), (rows, rows * cols), (rows + 1, rows + 2)):
+                yield transpose_rungs.Problem(
+                    itemsize, 1, rows, cols, (rows * cols * col_stride, cols * col_stride,
+                                              col_stride),
+                    out_strides, in_address, out_address, capability, index)
 
 
 def _transpose_instances(rung) -> set:
@@ -139,7 +141,8 @@ def test_transpose_auto_picks_every_kernel_it_should():
     picked = {transpose_rungs.choose(p).name for p in _transpose_problems()}
     assert picked == {"vector", "words", "words_async"}
     # words_async needs cp.async (sm_80); below that the 1-byte odd rows go to words.
-    odd = transpose_rungs.Problem(1, 1, 8191, 8193, (8191 * 8193, 8193, 1), 0, 0, 75, "int")
+    odd = transpose_rungs.Problem(1, 1, 8191, 8193, (8191 * 8193, 8193, 1), (8191 * 8193, 8191),
+                                  0, 0, 75, "int")
     assert transpose_rungs.choose(odd).name == "words"
     assert transpose_rungs.choose(odd.__class__(**{**odd.__dict__, "capability": 80})).name \
         == "words_async"

@@ -15,7 +15,7 @@ import pytest
 import gpukernels as gk
 from gpukernels._core import floats
 from gpukernels._core.launch import record_launches
-from gpukernels.ops.permute import merge_axes, normalize_axes
+from gpukernels.ops.permute import _as_matrices, merge_axes, normalize_axes
 from gpukernels.validation import poisoned
 
 RUNGS = gk.methods("permute_dims")
@@ -62,6 +62,22 @@ def test_merge_axes():
     assert merge_axes((256, 1, 512, 512), (262144, 7, 512, 1)) == ((67108864,), (1,))
     assert merge_axes((1, 1), (3, 5)) == ((), ())
     assert merge_axes((4, 6), (-6, 1)) == ((4, 6), (-6, 1))  # reversed rows do not merge
+
+
+def test_stacks_of_matrix_transposes():
+    """Merged permutations that are stacks of matrix transposes reading contiguous rows:
+    (batch, rows, cols) with input strides, and the output's (batch, row) strides."""
+    # (2, 0, 1) of (7, 5, 3): the output's first axis is contiguous in the input
+    assert _as_matrices((3, 35), (1, 3)) == ((1, 35, 3), (0, 3, 1), (105, 35))
+    # (0, 2, 1) of (4, 5, 3): a C-contiguous stack of 4
+    assert _as_matrices((4, 3, 5), (15, 1, 3)) == ((4, 5, 3), (15, 3, 1), (15, 5))
+    # (2, 1, 0) of (7, 5, 3): the stack runs along the output's middle axis, so each matrix is a
+    # plane of the output with rows 7 elements long, 35 apart, and matrices 7 apart
+    assert _as_matrices((3, 5, 7), (1, 3, 15)) == ((5, 7, 3), (3, 15, 1), (7, 35))
+    # not a stack: nothing contiguous along the output's first two axes, or four axes
+    assert _as_matrices((3, 5, 7), (5, 35, 1)) is None
+    assert _as_matrices((3, 5, 7), (-1, 3, 15)) is None
+    assert _as_matrices((2, 3, 5, 7), (1, 2, 6, 30)) is None
 
 
 # ---- GPU: every rung against NumPy -------------------------------------------------------------
@@ -156,13 +172,58 @@ def test_views(method, view, rng):
     ((6, 64, 96), (0, 2, 1), "transpose_"),  # a batch of them
     ((64, 32, 96), (1, 0, 2), "permute_rows"),  # the contiguous axis stays last
     ((8, 16, 32, 64), (3, 2, 1, 0), "permute_tiled"),
-    ((64, 64, 64), (2, 1, 0), "permute_tiled"),
+    ((64, 64, 64), (2, 1, 0), "transpose_"),  # matrices written to planes of the output
+    ((64, 64, 64), (1, 2, 0), "transpose_"),  # merges into a matrix transpose
+    ((4, 64, 64, 64), (3, 2, 1, 0), "permute_tiled"),
 ])
 def test_auto_picks(shape, axes, kernel):
     x = cupy.zeros(shape, cupy.float32)
     with record_launches(dry_run=True) as launches:
         gk.permute_dims(x, axes)
     assert len(launches) == 1 and launches[0].instance.startswith(kernel), launches
+
+
+PLANES = [((70, 3, 300), "int8"), ((33, 65, 17), "int8"), ((256, 2, 512), "int8"),
+          ((255, 3, 513), "float16"), ((128, 5, 64), "float16"), ((31, 4, 37), "float32"),
+          ((64, 6, 32), "float32"), ((9, 7, 11), "complex128")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", gk.methods("transpose"))
+@pytest.mark.parametrize(("shape", "dtype"), PLANES, ids=[f"{s}-{d}" for s, d in PLANES])
+def test_every_transpose_rung_writes_planes(shape, dtype, method, rng, index_width):
+    """Axes (2, 1, 0) run as a stack of matrix transposes whose outputs are planes of the
+    result (rows `shape[0]` long, `shape[0] * shape[1]` apart): every transpose rung that takes
+    the item size, on aligned and odd row lengths, against NumPy, on a poisoned result."""
+    from gpukernels.ops import transpose as transpose_op
+    x_host = _random(shape, dtype, rng)
+    x = cupy.asarray(x_host)
+    want = numpy.ascontiguousarray(numpy.transpose(x_host, (2, 1, 0)))
+    result = poisoned(want.shape, want.dtype)
+    (matrices_shape, strides, out_strides) = _as_matrices(want.shape, (1, shape[2],
+                                                                       shape[1] * shape[2]))
+    matrices = cupy.ndarray(matrices_shape, x.dtype, memptr=x.data,
+                            strides=tuple(stride * x.itemsize for stride in strides))
+    rung = transpose_op.LADDER[method]
+    try:
+        planned = transpose_op._plan(matrices, rung, result.data.ptr % 256, out_strides)
+    except (TypeError, ValueError) as error:  # the rung does not take this item size
+        assert method.startswith("words"), error
+        return
+    planned(matrices, result)
+    assert result.get().tobytes() == want.tobytes()
+
+
+@pytest.mark.gpu
+def test_planes_past_one_launch(rng):
+    """More than 65535 matrices along the output's middle axis: several launches, each
+    starting at its first plane."""
+    x_host = rng.integers(0, 100, (3, 70000, 2), dtype=numpy.int16)
+    x = cupy.asarray(x_host)
+    with record_launches() as launches:
+        got = gk.permute_dims(x, (2, 1, 0))
+    assert len(launches) == 2 and all(r.instance.startswith("transpose_") for r in launches)
+    assert numpy.array_equal(got.get(), numpy.transpose(x_host, (2, 1, 0)))
 
 
 @pytest.mark.gpu

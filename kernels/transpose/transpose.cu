@@ -5,11 +5,14 @@
 // Every rung has the same signature so one registry dispatches them by name:
 //
 //   transpose_<rung><T, Index, geometry...>(in, out, rows, cols, in_batch_stride, in_row_stride,
-//                                          in_col_stride)
+//                                          in_col_stride, out_batch_stride, out_row_stride)
 //
-// `in` may be any strided view (strides in elements, possibly negative); `out` is C-contiguous,
-// shape (gridDim.z, cols, rows). T is a carrier type of the element's size: a transpose moves bits,
-// so bool/int8/uint8 share `unsigned char`, float32/int32 share `unsigned int`, and so on.
+// `in` may be any strided view (strides in elements, possibly negative); `out` has rows of `rows`
+// contiguous elements: out[b, j, i] is out + b * out_batch_stride + j * out_row_stride + i (both
+// positive; rows and rows * cols for a C-contiguous (gridDim.z, cols, rows) stack, other values
+// when the matrices are planes of a larger permutation, such as axes (2, 1, 0)). T is a carrier
+// type of the element's size: a transpose moves bits, so bool/int8/uint8 share `unsigned char`,
+// float32/int32 share `unsigned int`, and so on.
 // Index is the integer type of all index arithmetic: `int` when the host has checked that every
 // offset fits in 31 bits, `long long` otherwise. These kernels move one to four elements per
 // thread, so the few instructions a 64-bit multiply costs over a 32-bit one are a visible share
@@ -35,14 +38,15 @@
 template <typename T, typename Index>
 __global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, Index rows,
                                 Index cols, Index in_batch_stride, Index in_row_stride,
-                                Index in_col_stride) {
+                                Index in_col_stride, Index out_batch_stride,
+                                Index out_row_stride) {
     const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;
     if (col >= cols) return;
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
+    out += (Index)blockIdx.z * out_batch_stride;
     for (Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y; row < rows;
          row += (Index)gridDim.y * blockDim.y) {
-        out[col * rows + row] = in[row * in_row_stride + col * in_col_stride];
+        out[col * out_row_stride + row] = in[row * in_row_stride + col * in_col_stride];
     }
 }
 
@@ -57,14 +61,15 @@ __global__ void transpose_naive(const T* __restrict__ in, T* __restrict__ out, I
 template <typename T, typename Index>
 __global__ void transpose_naive_col(const T* __restrict__ in, T* __restrict__ out, Index rows,
                                     Index cols, Index in_batch_stride, Index in_row_stride,
-                                    Index in_col_stride) {
+                                    Index in_col_stride, Index out_batch_stride,
+                                    Index out_row_stride) {
     const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;  // x walks output columns
     if (row >= rows) return;
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
+    out += (Index)blockIdx.z * out_batch_stride;
     for (Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y; col < cols;
          col += (Index)gridDim.y * blockDim.y) {
-        out[col * rows + row] = in[row * in_row_stride + col * in_col_stride];
+        out[col * out_row_stride + row] = in[row * in_row_stride + col * in_col_stride];
     }
 }
 
@@ -82,11 +87,12 @@ __global__ void transpose_naive_col(const T* __restrict__ in, T* __restrict__ ou
 template <typename T, typename Index, int TILE, int ROWS>
 __global__ void __launch_bounds__(TILE * ROWS)
 transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
-                 Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+                 Index in_batch_stride, Index in_row_stride, Index in_col_stride,
+                 Index out_batch_stride, Index out_row_stride) {
     static_assert(TILE % ROWS == 0, "each thread moves TILE / ROWS elements");
     __shared__ T tile[TILE][TILE + 1];
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
+    out += (Index)blockIdx.z * out_batch_stride;
     const Index col0 = (Index)blockIdx.x * TILE;
     const Index in_col = col0 + threadIdx.x;
     for (Index row0 = (Index)blockIdx.y * TILE; row0 < rows; row0 += (Index)gridDim.y * TILE) {
@@ -106,7 +112,7 @@ transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
         for (int j = 0; j < TILE; j += ROWS) {
             const Index out_row = col0 + threadIdx.y + j;
             if (out_row < cols && out_col < rows) {
-                out[out_row * rows + out_col] = tile[threadIdx.x][threadIdx.y + j];
+                out[out_row * out_row_stride + out_col] = tile[threadIdx.x][threadIdx.y + j];
             }
         }
         if (row0 + (Index)gridDim.y * TILE < rows) __syncthreads();  // before the next refill
@@ -141,8 +147,8 @@ transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // (benchmarks/NOTES.md, item 25).
 //
 // Requirements, checked by the host: rows and cols are multiples of V; for V > 1 the input's rows
-// are contiguous (in_col_stride == 1) and every word it reads is aligned to V * sizeof(T) bytes.
-// With V = 1 any strides work. Launch with blockDim = (TILE, ROWS).
+// are contiguous (in_col_stride == 1) and every word it reads or writes is aligned to V * sizeof(T)
+// bytes (the output strides too). With V = 1 any strides work. Launch with blockDim = (TILE, ROWS).
 // 1- and 2-byte rows that are not whole words leave V = 1 here (int8 0.45 and float16 0.72 of a
 // copy at 8191 x 8193); rungs 5 and 6 (words.cu) move such rows in words, and `auto` takes them.
 // Latest (H100, held time, ratio to a device copy): 8192 x 8192 int8 0.95, float16 0.96,
@@ -166,7 +172,8 @@ union gk_block_row {
 template <typename T, typename Index, int V, int TILE, int ROWS, bool SKEW, int TALL>
 __global__ void __launch_bounds__(TILE * ROWS)
 transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
-                 Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+                 Index in_batch_stride, Index in_row_stride, Index in_col_stride,
+                 Index out_batch_stride, Index out_row_stride) {
     typedef typename gk_block_word<T, V>::type Word;
     typedef gk_block_row<T, V> BlockRow;
     constexpr int WORD_BYTES = sizeof(T) * V;
@@ -177,7 +184,7 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
     __shared__ Word tile[V][TILE][PITCH];
 
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
+    out += (Index)blockIdx.z * out_batch_stride;
     const Index block_rows = rows / V, block_cols = cols / V;
     const Index col0 = (Index)blockIdx.x * TILE;  // first block column of the tile
     const Index in_col = col0 + threadIdx.x;
@@ -218,7 +225,7 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
             const Index c = col0 + c_local;
 #pragma unroll
             for (int p = 0; p < V; ++p) {
-                T* out_row = out + (c * V + p) * rows;
+                T* out_row = out + (c * V + p) * out_row_stride;
                 int f = 0;
                 if (SKEW) {  // words from this row's start to its first sector boundary
                     const unsigned long long word_address =

@@ -3,7 +3,7 @@
 // types as the rungs in transpose.cu:
 //
 //   transpose_words<T, Index, THREADS, TR, TC, LOAD_GROUPS, MIN_BLOCKS>(in, out, rows, cols,
-//       in_batch_stride, in_row_stride, in_col_stride)
+//       in_batch_stride, in_row_stride, in_col_stride, out_batch_stride, out_row_stride)
 //   transpose_words_async<T, Index, THREADS, TR, TC, SHARED_BYTES>(...the same...)
 //
 // TR x TC is the tile of input rows x columns (256 x 128 bytes), THREADS the block, SHARED_BYTES
@@ -140,7 +140,8 @@ template <typename T, typename Index, int THREADS, int TR, int TC, int LOAD_GROU
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS < GK_MAX_BLOCKS_OF_256 ? MIN_BLOCKS
                                                                              : GK_MAX_BLOCKS_OF_256)
 transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
-                Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+                Index in_batch_stride, Index in_row_stride, Index in_col_stride,
+                Index out_batch_stride, Index out_row_stride) {
     using Tile = GkWordTile<T>;
     static_assert(TR == Tile::TR && TC == Tile::TC, "tiles of 256 x 128 bytes (rows x columns)");
     static_assert(THREADS == 256, "8 warps; MIN_BLOCKS counts blocks of 256 threads");
@@ -152,7 +153,7 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
+    out += (Index)blockIdx.z * out_batch_stride;
     const Index c0 = (Index)blockIdx.x * TC;
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
@@ -230,9 +231,9 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
         // column (jl % W) * 32 + jl / W, whose first is `column`. Output word k of the row's
         // segment holds staged rows f + W k to f + W k + W - 1: bytes [E f + 4 k, E f + 4 k + 4)
         // of the column's string.
-        T* out_row = out + (c0 + warp) * rows;
+        T* out_row = out + (c0 + warp) * out_row_stride;
         const unsigned* column = tile + ((warp % W) * 32 + warp / W) * PITCH;
-        const long long out_step = (long long)WARPS * rows;
+        const long long out_step = (long long)WARPS * out_row_stride;
         for (int jl = warp; jl < ncols;
              jl += WARPS, out_row += out_step, column += (WARPS / W) * PITCH) {
             T* segment = out_row + r0;  // where staged row 0 would go
@@ -339,7 +340,8 @@ __device__ __forceinline__ void gk_copy_chunk_part(void* dst, const unsigned cha
 template <typename T, typename Index, int THREADS, int TR, int TC, int SHARED_BYTES>
 __global__ void __launch_bounds__(THREADS, GK_WORDS_ASYNC_MIN_BLOCKS)
 transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
-                      Index in_batch_stride, Index in_row_stride, Index in_col_stride) {
+                      Index in_batch_stride, Index in_row_stride, Index in_col_stride,
+                      Index out_batch_stride, Index out_row_stride) {
     using Tile = GkWordTile<T>;
     static_assert(TR == Tile::TR && TC == Tile::TC, "tiles of 256 x 128 bytes (rows x columns)");
     static_assert(THREADS == 512, "16 warps; GK_WORDS_ASYNC_MIN_BLOCKS is set for 512 threads");
@@ -373,7 +375,7 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
     if (in_batch_stride > 0) highest += (long long)(gridDim.z - 1) * in_batch_stride;
     const long long array_end = (long long)reinterpret_cast<u64>(in + highest) + E;
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
-    out += (Index)blockIdx.z * cols * rows;
+    out += (Index)blockIdx.z * out_batch_stride;
     const Index c0 = (Index)blockIdx.x * TC;
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
@@ -490,7 +492,7 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {  // two output rows in flight
                     const int jl = j0 + h * WARPS;
-                    segment[h] = out + (c0 + jl) * rows + r0;
+                    segment[h] = out + (c0 + jl) * out_row_stride + r0;
                     const int f = (int)(((0ull - reinterpret_cast<u64>(segment[h])) & 31) / E);
                     bits[h] = 8 * E * (f % W);
                     segment[h] += f;
@@ -509,7 +511,7 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
             }
         } else {
             for (int jl = warp; jl < ncols; jl += WARPS) {
-                T* out_row = out + (c0 + jl) * rows;
+                T* out_row = out + (c0 + jl) * out_row_stride;
                 const int f = (int)(((0ull - reinterpret_cast<u64>(out_row + r0)) & 31) / E);
                 const int bits = 8 * E * (f % W);
                 const int column = ((jl % W) * 32 + jl / W) * HALF_PITCH;

@@ -3,7 +3,7 @@
 The ladder and its launch geometry are in :mod:`.rungs`, the reference and the benchmark spec in
 :mod:`.check`. Each input layout and permutation is planned once: the axes are merged (size-1
 axes dropped, neighbours that the input walks in the same order with no gap joined), and
-``method="auto"`` then sends batched matrix transposes to the transpose ladder, permutations
+``method="auto"`` then sends stacks of matrix transposes to the transpose ladder, permutations
 that keep the contiguous axis last to ``rows``, and the rest to ``tiled``.
 """
 
@@ -85,7 +85,7 @@ def merge_axes(lengths: tuple[int, ...], in_strides: tuple[int, ...]
 
 class _Plan:
     """The launch of one permutation of one layout: a kernel call, a batched matrix transpose
-    (the transpose ladder on a strided view), or nothing (an empty result)."""
+    (the transpose ladder's launches on a strided view), or nothing (an empty result)."""
 
     __slots__ = ("out_shape", "call", "view", "copy_input")
 
@@ -93,18 +93,42 @@ class _Plan:
                  copy_input: bool = False) -> None:
         self.out_shape = out_shape
         self.call = call  # a KernelCall (in, out)
-        self.view = view  # (shape, strides in bytes, out shape) of a batched matrix transpose
+        # (shape, strides in bytes, the transpose ladder's plan) of a batched matrix transpose
+        # that takes several launches (more than 65535 matrices)
+        self.view = view
         self.copy_input = copy_input  # strides that are not whole elements: a contiguous copy
 
     def __call__(self, x: Any, result: Any) -> None:
         if self.copy_input:
             x = _device.cupy.ascontiguousarray(x)
         if self.call is not None:  # a permutation kernel, or the transpose ladder's planned
-            self.call(x, result)   # launches (they read x's and the result's data pointers)
+            self.call(x, result)   # launch (they read x's and the result's data pointers)
         elif self.view is not None:
-            shape, strides, out_shape = self.view
-            matrices = _device.cupy.ndarray(shape, x.dtype, memptr=x.data, strides=strides)
-            _transpose.transpose(matrices, out=result.reshape(out_shape))
+            shape, strides, launches = self.view
+            launches(_device.cupy.ndarray(shape, x.dtype, memptr=x.data, strides=strides), result)
+
+
+def _as_matrices(lengths: tuple[int, ...],
+                 in_strides: tuple[int, ...]) -> tuple[tuple, tuple, tuple] | None:
+    """A merged permutation as a stack of matrix transposes that read rows of contiguous
+    elements, if it is one: the stack's (batch, rows, cols) shape and input strides, and the
+    output's (batch, row) strides, all in elements; else None.
+
+    The output's last axis is the matrices' rows (their input rows run along it) and the axis the
+    input is contiguous along, the output's second-to-last or (of three) its first, is their
+    columns; the third axis, if any, is the stack. The second case, such as axes (2, 1, 0), writes
+    each matrix to a plane of the output with the stack's axis between its two."""
+    if len(lengths) == 2 and in_strides[0] == 1:
+        return (1, lengths[1], lengths[0]), (0, in_strides[1], 1), (lengths[0] * lengths[1],
+                                                                     lengths[1])
+    if len(lengths) != 3:
+        return None
+    first, middle, last = lengths
+    if in_strides[1] == 1:
+        return (first, last, middle), (in_strides[0], in_strides[2], 1), (middle * last, last)
+    if in_strides[0] == 1:
+        return (middle, last, first), (in_strides[1], in_strides[2], 1), (last, middle * last)
+    return None
 
 
 def _plan(x: Any, axes: tuple[int, ...], rung: rungs.Rung | None, out_address: int) -> _Plan:
@@ -119,18 +143,17 @@ def _plan(x: Any, axes: tuple[int, ...], rung: rungs.Rung | None, out_address: i
         x = _device.cupy.ascontiguousarray(x)
     strides = tuple(x.strides[axis] // itemsize for axis in axes)
     lengths, in_strides = merge_axes(out_shape, strides)
-    if rung is None and 2 <= len(lengths) <= 3 and in_strides[-2] == 1:
-        # A (batch of) matrix transpose(s) reading rows of contiguous elements: the transpose
+    stack = _as_matrices(lengths, in_strides) if rung is None else None
+    if stack is not None:
+        # A stack of matrix transposes reading rows of contiguous elements: the transpose
         # ladder's rungs, on a (batch, rows, cols) view of the input.
-        batch, batch_stride = (lengths[0], in_strides[0]) if len(lengths) == 3 else (1, 0)
-        shape = (batch, lengths[-1], lengths[-2])
-        view = (shape, (batch_stride * itemsize, in_strides[-1] * itemsize, itemsize),
-                (batch, lengths[-2], lengths[-1]))
-        matrices = _device.cupy.ndarray(shape, x.dtype, memptr=x.data, strides=view[1])
-        planned = _transpose._plan(matrices, None, out_address)
+        shape, matrix_strides, out_strides = stack
+        strides_in_bytes = tuple(stride * itemsize for stride in matrix_strides)
+        matrices = _device.cupy.ndarray(shape, x.dtype, memptr=x.data, strides=strides_in_bytes)
+        planned = _transpose._plan(matrices, None, out_address, out_strides)
         if planned.single is not None:  # one launch from the input's data to the result's
             return _Plan(out_shape, call=planned.single, copy_input=copy_input)
-        return _Plan(out_shape, view=view, copy_input=copy_input)
+        return _Plan(out_shape, view=(shape, strides_in_bytes, planned), copy_input=copy_input)
     if not lengths:  # one element: a row of one
         lengths, in_strides = (1,), (1,)
     while len(lengths) < 2:  # the rungs take two axes or more
@@ -159,8 +182,9 @@ def permute_dims(x: Any, axes: Any = None, *, method: str = "auto", out: Any = N
         result is axis ``axes[i]`` of ``x``. ``None`` reverses the axes, as in NumPy.
     method : str, optional
         A rung of ``gpukernels.methods("permute_dims")``, or ``"auto"``: the transpose ladder
-        for permutations that merge into a (batched) matrix transpose reading contiguous rows,
-        ``rows`` where the contiguous axis stays last, ``tiled`` otherwise.
+        for permutations that merge into a stack of matrix transposes reading contiguous rows
+        (such as ``(1, 0)``, ``(0, 2, 1)``, ``(2, 0, 1)`` and ``(2, 1, 0)``), ``rows`` where the
+        contiguous axis stays last, ``tiled`` otherwise.
     out : cupy.ndarray, optional
         C-contiguous destination of the result's shape and ``x``'s dtype, on the same device.
 

@@ -73,14 +73,18 @@ def _at(array: Any, offset: int) -> Any:
     return _device.cupy.ndarray((1,), array.dtype, memptr=array.data + offset)
 
 
-def _plan(x: Any, rung: rungs.Rung | None, out_address: int) -> _Plan:
+def _plan(x: Any, rung: rungs.Rung | None, out_address: int,
+          out_strides: tuple[int, int] | None = None) -> _Plan:
     """Work out the launches that transpose ``x`` (validated) into a C-contiguous result whose
-    address is ``out_address`` modulo 256."""
+    address is ``out_address`` modulo 256, or, given ``out_strides`` (batch, row; in elements,
+    for a 3-D ``x``), into the planes of a larger result that hold its matrices."""
     *batch_shape, rows, cols = x.shape
     out_shape = (*batch_shape, cols, rows)
     itemsize = x.itemsize
     if x.size == 0:
         return _Plan(out_shape, False, [])
+    if out_strides is None:
+        out_strides = (rows * cols, rows)
     # A (batch, rows, cols) view with element strides; a copy only when the batch axes cannot be
     # merged into one stride (reshape copies) or a stride is not a whole number of elements.
     # Every call then copies too, into a fresh array: CuPy's allocations are 256-byte aligned.
@@ -90,21 +94,23 @@ def _plan(x: Any, rung: rungs.Rung | None, out_address: int) -> _Plan:
         stacked = _device.cupy.ascontiguousarray(x).reshape(-1, rows, cols)
     strides = tuple(s // itemsize for s in stacked.strides)
     batch = stacked.shape[0]
-    index = index_type(batch * rows * cols, span(stacked))
+    out_span = (batch - 1) * out_strides[0] + (cols - 1) * out_strides[1] + rows
+    index = index_type(batch * rows * cols, span(stacked), out_span)
     to_index = INDEX_SCALARS[index]
     capability = _device.compute_capability()
     calls = []
     for first in range(0, batch, MAX_GRID_YZ):  # gridDim.z: at most 65535 matrices a launch
         count = min(MAX_GRID_YZ, batch - first)
         in_offset = first * strides[0] * itemsize
-        out_offset = first * rows * cols * itemsize
+        out_offset = first * out_strides[0] * itemsize
         in_address = 0 if copy_input else x.data.ptr
-        problem = Problem(itemsize, count, rows, cols, strides,
+        problem = Problem(itemsize, count, rows, cols, strides, out_strides,
                           (in_address + in_offset) % _ADDRESS_KEY,
                           (out_address + out_offset) % _ADDRESS_KEY, capability, index)
         chosen = rung if rung is not None else rungs.choose(problem)
         launch = chosen.plan(problem)
-        args = (Array(0), Array(1), to_index(rows), to_index(cols), *map(to_index, strides))
+        args = (Array(0), Array(1), to_index(rows), to_index(cols), *map(to_index, strides),
+                *map(to_index, out_strides))
         calls.append((launch.call(args, chosen.name), in_offset, out_offset))
     return _Plan(out_shape, copy_input, calls)
 

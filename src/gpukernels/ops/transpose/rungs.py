@@ -38,6 +38,9 @@ class Problem:
     batch, rows, cols : int
     strides : tuple of 3 ints
         The input's strides in elements: (batch, row, column); any sign.
+    out_strides : tuple of 2 ints
+        The output's strides in elements: (batch, row), positive; its rows (of ``rows``
+        elements) are contiguous. ``(rows * cols, rows)`` for a C-contiguous stack.
     in_address, out_address : int
         The input's and the output's addresses modulo 256 (what alignment decisions read).
     capability : int
@@ -51,6 +54,7 @@ class Problem:
     rows: int
     cols: int
     strides: tuple[int, int, int]
+    out_strides: tuple[int, int]
     in_address: int
     out_address: int
     capability: int
@@ -170,7 +174,8 @@ def vector_config(p: Problem) -> tuple[tuple[int, int, int], bool]:
     """The transpose_vector configuration for a problem, and whether it needs SKEW.
 
     V > 1 needs contiguous input rows, rows and cols that are multiples of V, and every word
-    aligned to V * itemsize bytes (strides and both base addresses); otherwise a smaller V.
+    aligned to V * itemsize bytes (strides on both sides and both base addresses); otherwise a
+    smaller V. SKEW is needed unless every output row starts on a 32-byte sector.
     """
     batch_stride, row_stride, col_stride = p.strides
     for config in VECTOR_CONFIGS[p.itemsize]:
@@ -179,9 +184,11 @@ def vector_config(p: Problem) -> tuple[tuple[int, int, int], bool]:
         if vector == 1 or (
                 col_stride == 1 and p.rows % vector == 0 and p.cols % vector == 0
                 and row_stride % vector == 0 and batch_stride % vector == 0
+                and all(stride % vector == 0 for stride in p.out_strides)
                 and p.in_address % word == 0 and p.out_address % word == 0):
             break
-    skew = not ((p.rows * p.itemsize) % SECTOR_BYTES == 0 and p.out_address % SECTOR_BYTES == 0)
+    skew = not (all(stride * p.itemsize % SECTOR_BYTES == 0 for stride in p.out_strides)
+                and p.out_address % SECTOR_BYTES == 0)
     return vector_launched_config(p.itemsize, config, skew), skew
 
 
