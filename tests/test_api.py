@@ -39,7 +39,8 @@ def call(op, x):
 # --- ladders ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("op, ladder", [
-    ("transpose", ("naive", "naive_col", "shared", "vector", "words", "words_async")),
+    ("transpose", ("naive", "naive_col", "shared", "vector", "words", "words_async",
+                   "narrow")),
     ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile", "mma",
                 "wgmma", "split_k")),
     ("reduce", ("two_pass", "shuffle", "one_pass")),

@@ -346,3 +346,59 @@ def test_transpose_vector_unaligned_base(offset, rng):
     x = cupy.asarray(host)[:, offset:offset + 64 * 17]
     want = host[:, offset:offset + 64 * 17].T
     assert_same_bits(gk.transpose(x, method="vector"), want, f"offset {offset}")
+
+
+# transpose_narrow: the whole narrow side (1 to NARROW_MAX elements) by a run of the long side,
+# rungs.narrow_length(itemsize, n) elements (1344 for 3 float32 rows): long sides one short of,
+# at and one past a tile and two, both orientations, odd and power-of-two narrow sides.
+def _narrow_shapes():
+    for itemsize, narrow in ((4, 1), (4, 3), (4, 16), (1, 3), (1, 7), (2, 5), (8, 2), (16, 3)):
+        length = rungs.narrow_length(itemsize, narrow)
+        for long in (1, 31, length - 1, length, length + 1, 2 * length + 1):
+            yield itemsize, (narrow, long)
+            yield itemsize, (long, narrow)
+
+
+NARROW_CASES = list(_narrow_shapes())
+
+
+@pytest.mark.parametrize(("itemsize", "shape"), NARROW_CASES,
+                         ids=[f"{s}-{shape_id(shape)}" for s, shape in NARROW_CASES])
+def test_transpose_narrow_tile_edges(itemsize, shape, rng):
+    dtype = _INT_BY_SIZE[itemsize]
+    host = reference.random_array((2, *shape), dtype, rng)  # two matrices: blockIdx.z
+    x = cupy.asarray(host)
+    out = poisoned(reference.transpose(host).shape, dtype)
+    with record_launches() as launches:
+        got = gk.transpose(x, method="narrow", out=out)
+    assert_same_bits(got, reference.transpose(host), f"{shape}")
+    assert [record.rung for record in launches] == ["narrow"]
+
+
+@pytest.mark.parametrize("view", [f for _, f in VIEWS[:5]], ids=[n for n, _ in VIEWS[:5]])
+def test_transpose_narrow_views(view, rng):
+    # Strided and reversed views with 3, 4 or 5 rows or columns left.
+    for shape in ((9, 3000), (3000, 9), (12, 2900)):
+        base = reference.random_array(shape, numpy.float32, rng)
+        host, x = view(numpy, base), view(cupy, cupy.asarray(base))
+        if min(x.shape) > rungs.NARROW_MAX:
+            continue
+        assert_same_bits(gk.transpose(x, method="narrow"), reference.transpose(host), f"{shape}")
+
+
+def test_transpose_narrow_refuses_wide_matrices(rng):
+    x = cupy.asarray(reference.random_array((17, 40), numpy.float32, rng))
+    assert refused("transpose", "narrow", x)
+
+
+@pytest.mark.parametrize(("shape", "dtype", "rung"), [
+    ((64, 3, 50), numpy.float32, "narrow"), ((4, 50, 3), numpy.uint8, "narrow"),
+    ((4, 7, 60), numpy.float32, "narrow"), ((4, 8, 60), numpy.float32, "vector"),
+    ((4, 15, 60), numpy.float16, "narrow"), ((4, 16, 64), numpy.float16, "vector"),
+    ((4, 3, 60), numpy.float64, "narrow"), ((4, 4, 60), numpy.float64, "vector"),
+])
+def test_transpose_auto_takes_narrow_below_a_sector(shape, dtype, rung):
+    x = cupy.zeros(shape, dtype)
+    with record_launches(dry_run=True) as launches:
+        gk.transpose(x)
+    assert [record.rung for record in launches] == [rung]

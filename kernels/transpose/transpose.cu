@@ -1,6 +1,6 @@
 // transpose.cu - out[b, j, i] = in[b, i, j] for a stack of `batch` matrices of rows x cols:
-// rungs 1 to 4 of the transpose ladder, and the benchmark's copy kernels. Rungs 5 and 6, the word
-// kernels for 1- and 2-byte elements, are in words.cu.
+// rungs 1 to 4 and 7 of the transpose ladder, and the benchmark's copy kernels. Rungs 5 and 6,
+// the word kernels for 1- and 2-byte elements, are in words.cu.
 //
 // Every rung has the same signature so one registry dispatches them by name:
 //
@@ -243,6 +243,122 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
             }
         }
         if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 7 - narrow: matrices with at most a few rows or a few columns, such as the (C, H * W)
+// planes of a channels-first image batch with C = 3, which become its channels-last layout
+// (permute_dims(x, (0, 2, 3, 1))), and the reverse. The tiles of rungs 3 to 6 are 32 to 256
+// elements along both sides, so with 3 rows nearly all of each tile is empty: the vector rung
+// ran (64, 3, 224, 224) float32 to channels-last at 0.02 of a copy on an H100. Here a tile takes
+// the whole narrow side (N elements, at most 16) and P elements of the long side, N x P about
+// TILE elements (P a multiple of 32), staged in shared memory as N rows of P: the block reads
+// the tile in the input's order and writes it in the output's, element by element, so both
+// walks are coalesced, whichever side is narrow. The output rows of N elements (narrow rows)
+// are then consecutive in memory, as are the input rows of N elements (narrow columns). A walk
+// steps its (outer, inner) position by the block's stride with one compare instead of a
+// division per element. The staged rows' pitch is P plus the inverse of N's odd part modulo 32,
+// so the walk along the narrow side meets 32 distinct banks (4-byte elements, odd N).
+// Launch with THREADS threads, grid (min(tiles, 2^31 - 1), 1, batch) with tiles = ceil(long /
+// P), and N * (P + 31) * sizeof(T) bytes of dynamic shared memory (ops/transpose/rungs.py).
+// ---------------------------------------------------------------------------------------------
+// Elements of the long side in a tile of the narrow rung: TILE / n rounded down to a multiple of
+// 32, at least 32. The host's plan uses the same formula (ops/transpose/rungs.py).
+__device__ __forceinline__ int gk_narrow_length(int tile, int n) {
+    const int length = (tile / n) & ~31;
+    return length < 32 ? 32 : length;
+}
+
+// The pitch of the staged rows: length (a multiple of 32) plus k, k * odd(n) = 1 modulo 32.
+__device__ __forceinline__ int gk_narrow_pitch(int length, int n) {
+    const int odd = n >> (__ffs(n) - 1);
+    int k = 1;
+    while ((odd * k & 31) != 1) k += 2;
+    return length + k;
+}
+
+// Position (outer, inner) = divmod(i, extent) of a walk that starts at i = start and steps by
+// `step`: stepped with one compare (step / extent and step % extent worked out once).
+struct GkNarrowWalk {
+    int outer, inner;
+    int step_outer, step_inner, extent;
+    __device__ __forceinline__ GkNarrowWalk(int start, int step, int extent_)
+        : outer(start / extent_), inner(start % extent_), step_outer(step / extent_),
+          step_inner(step % extent_), extent(extent_) {}
+    __device__ __forceinline__ void next() {
+        inner += step_inner;
+        outer += step_outer;
+        if (inner >= extent) {
+            inner -= extent;
+            ++outer;
+        }
+    }
+};
+
+template <typename T, typename Index, int THREADS, int TILE>
+__global__ void __launch_bounds__(THREADS)
+transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+                 Index in_batch_stride, Index in_row_stride, Index in_col_stride,
+                 Index out_batch_stride, Index out_row_stride) {
+    static_assert(TILE % 32 == 0 && TILE >= 32, "a tile of whole warps' worth of elements");
+    extern __shared__ uint4 gk_narrow_shared[];
+    T* const tile = reinterpret_cast<T*>(gk_narrow_shared);
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * out_batch_stride;
+    const bool narrow_rows = rows <= cols;  // the host's rule: the narrow side is the shorter
+    const int n = (int)(narrow_rows ? rows : cols);
+    const Index long_extent = narrow_rows ? cols : rows;
+    const int length = gk_narrow_length(TILE, n);
+    const int pitch = gk_narrow_pitch(length, n);
+    // Input and output strides of the narrow and the long index.
+    const Index in_narrow = narrow_rows ? in_row_stride : in_col_stride;
+    const Index in_long = narrow_rows ? in_col_stride : in_row_stride;
+    const Index out_narrow = narrow_rows ? 1 : out_row_stride;
+    const Index out_long = narrow_rows ? out_row_stride : 1;
+    const Index tiles = (long_extent + length - 1) / length;
+    for (Index t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const Index first = t * length;
+        const int here = (int)(long_extent - first < length ? long_extent - first : length);
+        const int count = n * here;
+        const T* const in_tile = in + first * in_long;
+        T* const out_tile = out + first * out_long;
+        // Read: input rows are the narrow side's (narrow rows: the long index fastest) or the
+        // long side's (narrow columns: the narrow index fastest).
+        if (narrow_rows) {
+            GkNarrowWalk w(threadIdx.x, THREADS, here);  // (narrow, long)
+#pragma unroll 4
+            for (int i = threadIdx.x; i < count; i += THREADS, w.next()) {
+                tile[w.outer * pitch + w.inner] =
+                    in_tile[(Index)w.outer * in_narrow + (Index)w.inner * in_long];
+            }
+        } else {
+            GkNarrowWalk w(threadIdx.x, THREADS, n);  // (long, narrow)
+#pragma unroll 4
+            for (int i = threadIdx.x; i < count; i += THREADS, w.next()) {
+                tile[w.inner * pitch + w.outer] =
+                    in_tile[(Index)w.outer * in_long + (Index)w.inner * in_narrow];
+            }
+        }
+        __syncthreads();
+        // Write: output rows are the long side's elements for one narrow index (narrow
+        // columns: the long index fastest) or the narrow side's (narrow rows: narrow fastest).
+        if (narrow_rows) {
+            GkNarrowWalk w(threadIdx.x, THREADS, n);  // (long, narrow)
+#pragma unroll 4
+            for (int i = threadIdx.x; i < count; i += THREADS, w.next()) {
+                out_tile[(Index)w.outer * out_long + (Index)w.inner * out_narrow] =
+                    tile[w.inner * pitch + w.outer];
+            }
+        } else {
+            GkNarrowWalk w(threadIdx.x, THREADS, here);  // (narrow, long)
+#pragma unroll 4
+            for (int i = threadIdx.x; i < count; i += THREADS, w.next()) {
+                out_tile[(Index)w.outer * out_narrow + (Index)w.inner * out_long] =
+                    tile[w.outer * pitch + w.inner];
+            }
+        }
+        if (t + gridDim.x < tiles) __syncthreads();  // before the next refill
     }
 }
 

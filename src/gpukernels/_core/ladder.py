@@ -305,7 +305,7 @@ def methods(operation: str) -> tuple[str, ...]:
     --------
     >>> import gpukernels as gk
     >>> gk.methods("transpose")
-    ('naive', 'naive_col', 'shared', 'vector', 'words', 'words_async')
+    ('naive', 'naive_col', 'shared', 'vector', 'words', 'words_async', 'narrow')
     >>> gk.methods("sum") == gk.methods("reduce")
     True
     """

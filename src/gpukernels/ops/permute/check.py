@@ -37,7 +37,8 @@ def reference(x: Any, axes: Any = None, *, xp: Any = numpy) -> tuple[Any, None]:
 
 # --- the benchmark ------------------------------------------------------------------------------
 
-#: The fixed cases, 256 MB each (the odd float16 one 134 MB): the layouts people permute.
+#: The fixed cases, 256 MB each (the odd float16 one 134 MB, the images 154 MB): the layouts
+#: people permute, last a batch of 3-channel images to channels-last and back.
 CASES = (
     ((256, 512, 512), "float32", (2, 0, 1)),
     ((256, 512, 512), "float32", (1, 0, 2)),
@@ -45,6 +46,9 @@ CASES = (
     ((32, 64, 128, 256), "float32", (3, 2, 1, 0)),
     ((512, 512, 512), "int8", (2, 1, 0)),
     ((255, 513, 511), "float16", (1, 2, 0)),
+    ((256, 3, 224, 224), "float32", (0, 2, 3, 1)),
+    ((256, 224, 224, 3), "float32", (0, 3, 1, 2)),
+    ((1024, 3, 224, 224), "uint8", (0, 2, 3, 1)),
 )
 
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from ..._core.compile import KernelSource
 from ..._core.ladder import Ladder, Needs, Rung
-from ..._core.launch import INDEX_SCALARS, MAX_GRID_YZ, Launch, ceil_div
+from ..._core.launch import INDEX_SCALARS, MAX_GRID_X, MAX_GRID_YZ, Launch, ceil_div
 
-__all__ = ["Problem", "LADDER", "choose", "CARRIERS", "copy_launch", "SOURCE", "WORDS_SOURCE"]
+__all__ = ["Problem", "LADDER", "choose", "CARRIERS", "copy_launch", "SOURCE", "WORDS_SOURCE",
+           "NARROW_MAX"]
 
 SOURCE = KernelSource("transpose/transpose.cu")
 WORDS_SOURCE = KernelSource("transpose/words.cu")
@@ -291,6 +292,39 @@ def plan_words_async(p: Problem) -> Launch:
                   (WORDS_ASYNC_THREADS, 1, 1), shared)
 
 
+# --- rung 7: narrow (kernels/transpose/transpose.cu) ------------------------------------------------
+
+#: The narrow rung takes stacks of matrices with at most NARROW_MAX rows or columns.
+NARROW_MAX = 16
+NARROW_THREADS = 256
+#: Elements a tile of the narrow rung holds (about): 16 KiB of 4-byte elements.
+NARROW_TILES = {1: 4096, 2: 4096, 4: 4096, 8: 2048, 16: 1024}
+
+
+def narrow_length(itemsize: int, narrow: int) -> int:
+    """Elements of the long side in a narrow tile: the kernel's gk_narrow_length."""
+    return max(32, NARROW_TILES[itemsize] // narrow & ~31)
+
+
+def _narrow_instance(itemsize: int, index: str) -> str:
+    return (f"transpose_narrow<{CARRIERS[itemsize]}, {index}, {NARROW_THREADS}, "
+            f"{NARROW_TILES[itemsize]}>")
+
+
+def plan_narrow(p: Problem) -> Launch:
+    """A block per tile of the whole narrow side by narrow_length elements of the long side (a
+    grid-stride loop past 2^31 - 1 tiles), the staged rows padded by up to 31 elements."""
+    narrow, long = sorted((p.rows, p.cols))  # the kernel's rule: rows narrow when rows <= cols
+    if narrow > NARROW_MAX:
+        raise ValueError(f"the transpose rung 'narrow' takes matrices with at most {NARROW_MAX} "
+                         f"rows or columns; these are {p.rows} x {p.cols}: use 'auto'")
+    length = narrow_length(p.itemsize, narrow)
+    grid = (min(ceil_div(long, length), MAX_GRID_X), 1, p.batch)
+    shared = narrow * (length + 31) * p.itemsize
+    return Launch(SOURCE, _narrow_instance(p.itemsize, p.index), grid, (NARROW_THREADS, 1, 1),
+                  shared)
+
+
 # --- the ladder ---------------------------------------------------------------------------------------
 
 def _groups(source: KernelSource, label: str,
@@ -335,15 +369,31 @@ LADDER = Ladder("transpose", (
          plan_words_async,
          Needs(capability=WORDS_ASYNC_CAPABILITY, dtypes="1-byte elements",
                layout="rows of contiguous elements")),
+    Rung("narrow", f"matrices of at most {NARROW_MAX} rows or columns (channels-first <-> "
+                   "channels-last images): a tile of the whole narrow side through shared memory, "
+                   "both walks coalesced",
+         SOURCE, "transpose_narrow",
+         _groups(SOURCE, "narrow", lambda index: [_narrow_instance(size, index)
+                                                  for size in CARRIERS]),
+         plan_narrow, Needs(layout=f"at most {NARROW_MAX} rows or columns")),
 ))
 VECTOR, WORDS, WORDS_ASYNC = LADDER["vector"], LADDER["words"], LADDER["words_async"]
+NARROW = LADDER["narrow"]
+
+
+#: ``auto`` takes the narrow rung where the narrow side is less than this many bytes.
+NARROW_AUTO_BYTES = 32
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"``: the vector rung, except for 1- and 2-byte rows that are not whole words
-    (where its V falls to 1): those go to words_async (1-byte, sm_80 and newer) or words.
+    """``method="auto"``: the narrow rung for matrices with fewer than NARROW_AUTO_BYTES of
+    rows or of columns; else the vector rung, except for 1- and 2-byte rows that are not whole
+    words (where its V falls to 1): those go to words_async (1-byte, sm_80 and newer) or words.
     Measured on an H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92 (words) of a
     copy, against 0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items 30-35)."""
+    narrow = min(p.rows, p.cols)
+    if narrow <= NARROW_MAX and narrow * p.itemsize < NARROW_AUTO_BYTES:
+        return NARROW
     config, _ = vector_config(p)
     if config[0] > 1 or p.itemsize not in WORD_ITEMSIZES or not p.unit_columns:
         return VECTOR
