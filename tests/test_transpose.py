@@ -165,7 +165,8 @@ def test_transpose_host_input_raises(rng):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_transpose_respects_current_stream(method, rng):
-    host = reference.random_array((513, 257), numpy.int8, rng)
+    host = reference.random_array((513, 257) if method != "narrow" else (5, 257), numpy.int8,
+                                  rng)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         x = cupy.asarray(host)
@@ -317,6 +318,8 @@ def test_transpose_word_rungs(dtype, shape, view, method, rng):
     per_word = 4 // itemsize
     if method != "auto":
         assert [r.rung for r in launches] == [method]
+    elif rungs.auto_takes_narrow(itemsize, *shape):  # a few rows or columns
+        assert [r.rung for r in launches] == ["narrow"]
     elif shape[0] % per_word or shape[1] % per_word or view not in ("contiguous", "own-array"):
         from gpukernels._core.device import compute_capability
 
@@ -393,11 +396,11 @@ def test_transpose_narrow_refuses_wide_matrices(rng):
 
 @pytest.mark.parametrize(("shape", "dtype", "rung"), [
     ((64, 3, 50), numpy.float32, "narrow"), ((4, 50, 3), numpy.uint8, "narrow"),
-    ((4, 7, 60), numpy.float32, "narrow"), ((4, 8, 60), numpy.float32, "vector"),
-    ((4, 15, 60), numpy.float16, "narrow"), ((4, 16, 64), numpy.float16, "vector"),
-    ((4, 3, 60), numpy.float64, "narrow"), ((4, 4, 60), numpy.float64, "vector"),
+    ((4, 15, 60), numpy.float32, "narrow"), ((4, 16, 64), numpy.float32, "vector"),
+    ((4, 64, 16), numpy.uint8, "vector"), ((4, 16, 60), numpy.float64, "narrow"),
+    ((4, 16, 60), numpy.complex128, "narrow"), ((4, 17, 60), numpy.float64, "vector"),
 ])
-def test_transpose_auto_takes_narrow_below_a_sector(shape, dtype, rung):
+def test_transpose_auto_takes_narrow_for_a_few_rows_or_columns(shape, dtype, rung):
     x = cupy.zeros(shape, dtype)
     with record_launches(dry_run=True) as launches:
         gk.transpose(x)

@@ -381,18 +381,24 @@ VECTOR, WORDS, WORDS_ASYNC = LADDER["vector"], LADDER["words"], LADDER["words_as
 NARROW = LADDER["narrow"]
 
 
-#: ``auto`` takes the narrow rung where the narrow side is less than this many bytes.
-NARROW_AUTO_BYTES = 32
+def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
+    """Whether ``auto`` takes the narrow rung: fewer than NARROW_MAX rows or columns, or
+    NARROW_MAX of 8 bytes or more. Measured on an H100 over narrow sides of 1 to 16 elements
+    (64 MiB matrices, per call, of a copy): narrow 0.38-0.43 (uint8), 0.62-0.65 (float16),
+    0.79-0.87 (float32), 0.95-1.02 (float64), ahead of the other rungs everywhere but at 16
+    elements of 1, 2 or 4 bytes (vector 0.63, 0.78, 0.96: whole 16-byte words) (NOTES, item 76)."""
+    narrow = min(rows, cols)
+    return narrow < NARROW_MAX or (narrow == NARROW_MAX and itemsize >= 8)
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"``: the narrow rung for matrices with fewer than NARROW_AUTO_BYTES of
-    rows or of columns; else the vector rung, except for 1- and 2-byte rows that are not whole
-    words (where its V falls to 1): those go to words_async (1-byte, sm_80 and newer) or words.
-    Measured on an H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92 (words) of a
-    copy, against 0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items 30-35)."""
-    narrow = min(p.rows, p.cols)
-    if narrow <= NARROW_MAX and narrow * p.itemsize < NARROW_AUTO_BYTES:
+    """``method="auto"``: the narrow rung for matrices of a few rows or columns
+    (:func:`auto_takes_narrow`); else the vector rung, except for 1- and 2-byte rows that are
+    not whole words (where its V falls to 1): those go to words_async (1-byte, sm_80 and newer)
+    or words. Measured on an H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92
+    (words) of a copy, against 0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items
+    30-35)."""
+    if auto_takes_narrow(p.itemsize, p.rows, p.cols):
         return NARROW
     config, _ = vector_config(p)
     if config[0] > 1 or p.itemsize not in WORD_ITEMSIZES or not p.unit_columns:
