@@ -348,6 +348,8 @@ def large_pattern_matrix(request):
 @pytest.mark.parametrize("method", TRANSPOSE_METHODS)
 def test_transpose_of_more_than_2_to_the_31_elements(method, large_pattern_matrix):
     label, x, row_term, col_term = large_pattern_matrix
+    if refused("transpose", method, x):  # narrow: squares have more than 16 rows and columns
+        return
     out = poisoned(x.shape[::-1], x.dtype)
     assert gk.transpose(x, method=method, out=out) is out
     wrong = int(cupy.count_nonzero(out != col_term[:, None] + row_term[None, :]))
