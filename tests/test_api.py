@@ -52,6 +52,14 @@ def test_methods(op, ladder):
     assert "auto" not in gk.methods(op)
 
 
+
+def test_check_shapes_name_rungs_that_refuse_the_check_shape():
+    """The main job checks every rung on its operation's check_shape, or on the rung's own
+    (check_shapes) where it does not take that one: the keys are rungs of the operation."""
+    for name, op in OPERATIONS.items():
+        assert set(op.check_shapes) <= set(op.ladder.names), name
+    assert OPERATIONS["transpose"].check_shapes["narrow"][-2] <= 16
+
 @pytest.mark.parametrize("op", ["argsort", "", "Transpose", None])
 def test_methods_unknown_operation(op):
     with pytest.raises(ValueError, match="unknown operation"):

@@ -213,6 +213,9 @@ class Operation:
         ``result_dtype(*args, **kwargs) -> numpy.dtype``: NumPy's result dtype of a call.
     check_shape : tuple
         A small odd input the main job checks every rung on, against NumPy.
+    check_shapes : dict
+        Rung name -> the check input of a rung that does not take ``check_shape`` (the narrow
+        transpose takes at most 16 rows or columns).
     check_dtypes : tuple of str
         The dtypes the main job checks.
     bench : BenchSpec
@@ -238,6 +241,7 @@ class Operation:
     bench: BenchSpec
     kind: str
     extra: dict = field(default_factory=dict)
+    check_shapes: dict = field(default_factory=dict)
 
     def supports(self, method: str, *args: Any, **kwargs: Any) -> bool:
         """Whether rung ``method`` takes these inputs (a dry run of the wrapper: nothing is

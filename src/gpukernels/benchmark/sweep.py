@@ -404,7 +404,8 @@ def _numpy_checks(rows: list[Measurement]) -> None:
         op = OPERATIONS[row.operation]
         key = (row.operation, row.method, row.dtype)
         if key not in verdicts:
-            verdicts[key] = check(row.operation, row.method, op.check_shape, row.dtype)
+            shape = op.check_shapes.get(row.method, op.check_shape)
+            verdicts[key] = check(row.operation, row.method, shape, row.dtype)
         verdict = verdicts[key]
         row.notes["numpy_check"] = str(verdict)
         if not verdict.ok:
