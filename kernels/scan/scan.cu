@@ -535,6 +535,62 @@ union gk_scan_word {
 
 __device__ __forceinline__ int gk_padded_slot(int word) { return word + (word >> 3); }
 
+// A tile's input, elements [base, base + BLOCK * WORDS * per-word) of the scan sequence (those
+// before `total`), staged in `words` (padded slots): word i = w * BLOCK + tid, 16 bytes at a time
+// where the input is contiguous (inner == 1) and aligned, so every load instruction of a warp
+// reads 512 consecutive bytes; element by element otherwise.
+template <typename In, int BLOCK, int WORDS>
+__device__ __forceinline__ void gk_stage_tile(const In* __restrict__ in, uint4* words, i64 base,
+                                              i64 total, i64 n, i64 inner, int tid) {
+    constexpr int PER_WORD = 16 / (int)sizeof(In);
+    const bool whole_words = inner == 1 && reinterpret_cast<u64>(in) % 16 == 0;
+    gk_scan_word<In> word[WORDS];
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const i64 at = base + (i64)(w * BLOCK + tid) * PER_WORD;
+        if (whole_words && at + PER_WORD <= total) {
+            word[w].bits = reinterpret_cast<const uint4*>(in + at)[0];
+        } else {
+#pragma unroll
+            for (int k = 0; k < PER_WORD; ++k) {
+                const i64 e = at + k;
+                if (e < total) {
+                    word[w].elem[k] = in[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) words[gk_padded_slot(w * BLOCK + tid)] = word[w].bits;
+}
+
+// The tile's outputs, staged in `words` the same way, to the same elements of `out`.
+template <typename Out, int BLOCK, int WORDS>
+__device__ __forceinline__ void gk_store_tile(const uint4* words, Out* __restrict__ out, i64 base,
+                                              i64 total, i64 n, i64 inner, int tid) {
+    constexpr int PER_WORD = 16 / (int)sizeof(Out);
+    const bool whole_words = inner == 1 && reinterpret_cast<u64>(out) % 16 == 0;
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const int i = w * BLOCK + tid;
+        const i64 at = base + (i64)i * PER_WORD;
+        if (at >= total) continue;
+        gk_scan_word<Out> result;
+        result.bits = words[gk_padded_slot(i)];
+        if (whole_words && at + PER_WORD <= total) {
+            reinterpret_cast<uint4*>(out + at)[0] = result.bits;
+        } else {
+#pragma unroll
+            for (int k = 0; k < PER_WORD; ++k) {
+                const i64 e = at + k;
+                if (e < total) {
+                    out[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)] = result.elem[k];
+                }
+            }
+        }
+    }
+}
+
 // blocked's blocks per SM: its registers are capped so that this many fit (its shared memory,
 // at most 37 KB a block, allows six for every dtype); sm_75 runs at most 1024 threads per SM.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -571,30 +627,8 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     const i64 total = n * rows;
     const i64 base = tile * (i64)(BLOCK * ITEMS);
 
-    // Load: word i = w * BLOCK + tid of the tile, 16 bytes at a time where the input is
-    // contiguous and aligned (every load instruction of a warp reads 512 consecutive bytes).
-    {
-        const bool words_in = inner == 1 && reinterpret_cast<u64>(in) % 16 == 0;
-        gk_scan_word<In> word[IN_WORDS];
-#pragma unroll
-        for (int w = 0; w < IN_WORDS; ++w) {
-            const i64 at = base + (i64)(w * BLOCK + tid) * IN_PER_WORD;
-            if (words_in && at + IN_PER_WORD <= total) {
-                word[w].bits = reinterpret_cast<const uint4*>(in + at)[0];
-            } else {
-#pragma unroll
-                for (int k = 0; k < IN_PER_WORD; ++k) {
-                    const i64 e = at + k;
-                    if (e < total) {
-                        word[w].elem[k] =
-                            in[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)];
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int w = 0; w < IN_WORDS; ++w) in_words[gk_padded_slot(w * BLOCK + tid)] = word[w].bits;
-    }
+    // Load: the tile's words into shared memory (16 bytes at a time where the input allows).
+    gk_stage_tile<In, BLOCK, IN_WORDS>(in, in_words, base, total, n, inner, tid);
     __syncthreads();
 
     // This thread's run: elements first .. first + ITEMS - 1 of the scan sequence, `valid` of
@@ -678,26 +712,7 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
         buffer[gk_padded_slot(tid * OUT_WORDS + j)] = result.bits;
     }
     __syncthreads();
-    const bool words_out = inner == 1 && reinterpret_cast<u64>(out) % 16 == 0;
-#pragma unroll
-    for (int w = 0; w < OUT_WORDS; ++w) {
-        const int i = w * BLOCK + tid;
-        const i64 at = base + (i64)i * OUT_PER_WORD;
-        if (at >= total) continue;
-        gk_scan_word<Out> result;
-        result.bits = buffer[gk_padded_slot(i)];
-        if (words_out && at + OUT_PER_WORD <= total) {
-            reinterpret_cast<uint4*>(out + at)[0] = result.bits;
-        } else {
-#pragma unroll
-            for (int k = 0; k < OUT_PER_WORD; ++k) {
-                const i64 e = at + k;
-                if (e < total) {
-                    out[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)] = result.elem[k];
-                }
-            }
-        }
-    }
+    gk_store_tile<Out, BLOCK, OUT_WORDS>(buffer, out, base, total, n, inner, tid);
     gk_finish_launch(control, epoch);
 }
 
@@ -751,24 +766,7 @@ __device__ __forceinline__ void gk_columns_narrow(
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const i64 total = n * rows;  // rows = the scans, outer x C
     const i64 base = tile * (i64)(BLOCK * ITEMS);
-    {
-        const bool words_in = reinterpret_cast<u64>(in) % 16 == 0;
-        gk_scan_word<In> word[IN_WORDS];
-#pragma unroll
-        for (int w = 0; w < IN_WORDS; ++w) {
-            const i64 at = base + (i64)(w * BLOCK + tid) * IN_PER_WORD;
-            if (words_in && at + IN_PER_WORD <= total) {
-                word[w].bits = reinterpret_cast<const uint4*>(in + at)[0];
-            } else {
-#pragma unroll
-                for (int k = 0; k < IN_PER_WORD; ++k) {
-                    if (at + k < total) word[w].elem[k] = in[at + k];
-                }
-            }
-        }
-#pragma unroll
-        for (int w = 0; w < IN_WORDS; ++w) in_words[gk_padded_slot(w * BLOCK + tid)] = word[w].bits;
-    }
+    gk_stage_tile<In, BLOCK, IN_WORDS>(in, in_words, base, total, n, 1, tid);  // contiguous
     __syncthreads();
 
     // This thread's run: column `column`, rows first_row .. first_row + ITEMS - 1 of the
@@ -878,23 +876,7 @@ __device__ __forceinline__ void gk_columns_narrow(
         }
     }
     __syncthreads();
-    const bool words_out = reinterpret_cast<u64>(out) % 16 == 0;
-#pragma unroll
-    for (int w = 0; w < OUT_WORDS; ++w) {
-        const int i = w * BLOCK + tid;
-        const i64 at = base + (i64)i * OUT_PER_WORD;
-        if (at >= total) continue;
-        gk_scan_word<Out> result;
-        result.bits = buffer[gk_padded_slot(i)];
-        if (words_out && at + OUT_PER_WORD <= total) {
-            reinterpret_cast<uint4*>(out + at)[0] = result.bits;
-        } else {
-#pragma unroll
-            for (int k = 0; k < OUT_PER_WORD; ++k) {
-                if (at + k < total) out[at + k] = result.elem[k];
-            }
-        }
-    }
+    gk_store_tile<Out, BLOCK, OUT_WORDS>(buffer, out, base, total, n, 1, tid);
 }
 
 // The narrow path's blocks per SM: its registers are capped so that this many fit.
