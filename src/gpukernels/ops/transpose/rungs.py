@@ -384,7 +384,7 @@ NARROW = LADDER["narrow"]
 def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
     """Whether ``auto`` takes the narrow rung: fewer than NARROW_MAX rows or columns, or
     NARROW_MAX of 8 bytes or more. Measured on an H100 over narrow sides of 1 to 16 elements
-    (64 MiB matrices, per call, of a copy): narrow 0.38-0.43 (uint8), 0.62-0.65 (float16),
+    (64 MiB matrices, per call, of a copy): narrow 0.37-0.43 (uint8), 0.62-0.65 (float16),
     0.79-0.87 (float32), 0.95-1.02 (float64), ahead of the other rungs everywhere but at 16
     elements of 1, 2 or 4 bytes (vector 0.63, 0.78, 0.96: whole 16-byte words) (NOTES, item 76)."""
     narrow = min(rows, cols)
