@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import json
 import os
 import shutil
@@ -146,6 +147,30 @@ def test_transpose_auto_picks_every_kernel_it_should():
     assert transpose_rungs.choose(odd).name == "words"
     assert transpose_rungs.choose(odd.__class__(**{**odd.__dict__, "capability": 80})).name \
         == "words_async"
+
+
+def test_transpose_auto_launches_few_threads_per_element():
+    """A plan whose tiles are mostly empty launches many more threads than it moves elements:
+    auto's vector launch for stacks of (3, 50176) float32 matrices had 21 threads per element
+    (0.02 of a copy on an H100; benchmarks/NOTES.md, item 76). Over matrices with 1 to 256
+    rows (either orientation) and every item size, auto's launch stays at or below 4 threads
+    per element (beyond one block); most have under 0.5. Known above 1 (not yet measured
+    against narrow, whose range ends at 16): float32 and float64 with 17 to 33 rows or columns
+    that are not a multiple of 4, V = 1 tiles of 256 rows (up to 3.8)."""
+    worst = {}
+    for itemsize, narrow, long in itertools.product(
+            transpose_rungs.CARRIERS, list(range(1, 34)) + [48, 64, 96, 128, 255, 256],
+            (1000, 50176)):
+        for rows, cols in ((narrow, long), (long, narrow)):
+            problem = transpose_rungs.Problem(itemsize, 8, rows, cols, (rows * cols, cols, 1),
+                                              (rows * cols, rows), 0, 0, 90, "int")
+            launch = transpose_rungs.choose(problem).plan(problem)
+            block = math.prod(launch.block)
+            threads = math.prod(launch.grid) * block
+            ratio = (threads - block) / (8 * rows * cols)
+            worst[itemsize] = max(worst.get(itemsize, 0.0), ratio)
+            assert ratio <= 4, (itemsize, rows, cols, launch.instance, ratio)
+    assert worst[1] < 1 and worst[2] < 1, worst  # the word and narrow rungs
 
 
 def _matmul_problems():
