@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import math
 import json
+import math
 import os
 import shutil
 from pathlib import Path
