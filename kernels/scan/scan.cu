@@ -740,19 +740,18 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // ---------------------------------------------------------------------------------------------
 
 // The columns rung on narrow arrays, inner = C a power of two up to 32: a tile is BLOCK x ITEMS
-// consecutive elements, 1/C of them per column, loaded and stored as blocked does (16-byte
+// consecutive elements (ITEMS: the instance's ROWS, blocked's items per thread on the host), 1/C of them per column, loaded and stored as blocked does (16-byte
 // words striped across the threads, staged in the padded buffer, dynamic shared memory).
 // Thread t takes column t % C and ITEMS consecutive rows of it, so every lane works; the
 // threads of a column scan across the warp by shuffles of C, 2C, ... lanes and across warps
 // through `totals`; each column looks back along its own chain with look_back's grouped,
 // deterministic look-back, in its own slice of the scratch (flags + c * capacity, values + c *
 // capacity * 48), warp w taking columns w, w + WARPS, ...
-template <typename Op, typename In, typename Acc, typename Out, int BLOCK>
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
 __device__ __forceinline__ void gk_columns_narrow(
         const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, int C, i64 tile,
         u64 epoch, u64* __restrict__ flags, char* __restrict__ values, i64 capacity,
         uint4* buffer, Acc (*totals)[32], int (*total_starts)[32], Acc* prefix_shared) {
-    constexpr int ITEMS = sizeof(In) == 16 ? 8 : 16;  // blocked's (look_back_items on the host)
     constexpr int IN_PER_WORD = (int)(16 / sizeof(In)), OUT_PER_WORD = (int)(16 / sizeof(Out));
     constexpr int IN_WORDS = ITEMS / IN_PER_WORD, OUT_WORDS = ITEMS / OUT_PER_WORD;
     constexpr int WARPS = BLOCK / 32;
@@ -898,9 +897,9 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     const i64 tile = tile_shared;
     const u64 epoch = epoch_shared;
     if constexpr (NARROW) {  // the host sends only inner = 1, 2, 4, 8, 16 or 32 here
-        gk_columns_narrow<Op, In, Acc, Out, WARPS * 32>(in, out, n, rows, (int)inner, tile, epoch,
-                                                        flags, values, capacity, gk_narrow_tile,
-                                                        warp_totals, warp_starts, prefix_shared);
+        gk_columns_narrow<Op, In, Acc, Out, WARPS * 32, ROWS>(
+            in, out, n, rows, (int)inner, tile, epoch, flags, values, capacity, gk_narrow_tile,
+            warp_totals, warp_starts, prefix_shared);
         gk_finish_launch(control, epoch);
         return;
     }

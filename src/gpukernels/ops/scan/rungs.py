@@ -236,9 +236,12 @@ COLUMN_ROWS = 16  # rows per warp: a tile is COLUMN_WARPS x COLUMN_ROWS rows of 
 
 
 def _columns_instance(op: str, read: numpy.dtype, narrow: bool) -> str:
+    """ROWS is the rows of its column a thread scans: COLUMN_ROWS, or on the narrow path
+    blocked's items per thread (a tile of the narrow path is blocked's tile)."""
     acc, out = accumulator(read)
-    return (f"scan_columns<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {COLUMN_WARPS}, "
-            f"{COLUMN_ROWS}, {'true' if narrow else 'false'}>")
+    rows = look_back_items(read) if narrow else COLUMN_ROWS
+    return (f"scan_columns<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {COLUMN_WARPS}, {rows}, "
+            f"{'true' if narrow else 'false'}>")
 
 
 def is_narrow(inner: int) -> bool:
