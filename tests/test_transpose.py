@@ -405,3 +405,27 @@ def test_transpose_auto_takes_narrow_for_a_few_rows_or_columns(shape, dtype, run
     with record_launches(dry_run=True) as launches:
         gk.transpose(x)
     assert [record.rung for record in launches] == [rung]
+
+
+# The narrow rung's words: 1- and 2-byte items whose contiguous runs are 4-byte aligned, with
+# runs that end inside a word (odd lengths in padded rows; a run of an odd number of elements).
+NARROW_WORD_CASES = [
+    (numpy.uint8, (3, 4096), None), (numpy.uint8, (3, 4100), 4097),
+    (numpy.uint8, (4100, 3), None), (numpy.uint8, (16, 40), 37),
+    (numpy.uint16, (5, 1002), 1001), (numpy.uint16, (1002, 6), None),
+    (numpy.uint16, (2, 70001 * 2), 2 * 70001 - 1), (numpy.uint16, (70002, 2), None),
+]
+
+
+@pytest.mark.parametrize(("dtype", "shape", "cols"), NARROW_WORD_CASES,
+                         ids=[f"{numpy.dtype(d).name}-{shape_id(s)}-{c}"
+                              for d, s, c in NARROW_WORD_CASES])
+def test_transpose_narrow_words(dtype, shape, cols, rng):
+    base = reference.random_array(shape, dtype, rng)
+    host = base[:, :cols] if cols else base
+    x = cupy.asarray(base)[:, :cols] if cols else cupy.asarray(base)
+    out = poisoned(host.T.shape, dtype)
+    with record_launches() as launches:
+        got = gk.transpose(x, method="narrow", out=out)
+    assert_same_bits(got, host.T, f"{shape} {cols}")
+    assert [record.instance.endswith("true>") for record in launches] == [True]

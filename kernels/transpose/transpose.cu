@@ -266,7 +266,7 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // float32 to channels-last 0.87 (vector 0.02, torch 0.83) and back 0.84 (0.26, torch 0.86);
 // uint8 0.48 and 0.53 (0.02, 0.08); over narrow sides of 1 to 16 elements uint8 0.37-0.43,
 // float16 0.62-0.65, float32 0.79-0.87, float64 0.95-1.02: one element per access, so the
-// load/store units set the pace for the small types.
+// load/store units set the pace for the small types; WORDS (below) is for them.
 // ---------------------------------------------------------------------------------------------
 // Elements of the long side in a tile of the narrow rung: TILE / n rounded down to a multiple of
 // 32, at least 32. The host's plan uses the same formula (ops/transpose/rungs.py).
@@ -301,12 +301,25 @@ struct GkNarrowWalk {
     }
 };
 
-template <typename T, typename Index, int THREADS, int TILE>
+// WORDS (1- and 2-byte elements, layouts the host has checked): the side of the tile that is
+// one contiguous run in memory, the input's or the output's rows of the long side and the
+// other side's run of whole narrow rows, moves in aligned 4-byte words of W elements; shared
+// memory keeps elements. A word that would pass the end of its run moves element by element.
+template <typename T, int W>
+union gk_narrow_word {
+    unsigned bits;
+    T elem[W];
+};
+
+template <typename T, typename Index, int THREADS, int TILE, bool WORDS>
 __global__ void __launch_bounds__(THREADS)
 transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
                  Index in_batch_stride, Index in_row_stride, Index in_col_stride,
                  Index out_batch_stride, Index out_row_stride) {
     static_assert(TILE % 32 == 0 && TILE >= 32, "a tile of whole warps' worth of elements");
+    static_assert(!WORDS || sizeof(T) <= 2, "words of several 1- or 2-byte elements");
+    constexpr int W = WORDS ? 4 / (int)sizeof(T) : 1;  // elements per word
+    typedef gk_narrow_word<T, W> Word;
     extern __shared__ uint4 gk_narrow_shared[];
     T* const tile = reinterpret_cast<T*>(gk_narrow_shared);
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
@@ -330,7 +343,42 @@ transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
         T* const out_tile = out + first * out_long;
         // Read: input rows are the narrow side's (narrow rows: the long index fastest) or the
         // long side's (narrow columns: the narrow index fastest).
-        if (narrow_rows) {
+        if (WORDS && narrow_rows) {  // rows of `here` elements, in_long == 1
+            const int row_words = (here + W - 1) / W;
+            GkNarrowWalk w(threadIdx.x, THREADS, row_words);  // (narrow, word of the row)
+            for (int i = threadIdx.x; i < n * row_words; i += THREADS, w.next()) {
+                const T* const src = in_tile + (Index)w.outer * in_narrow + w.inner * W;
+                T* const dst = tile + w.outer * pitch + w.inner * W;
+                if ((w.inner + 1) * W <= here) {
+                    Word word;
+                    word.bits = *reinterpret_cast<const unsigned*>(src);
+#pragma unroll
+                    for (int k = 0; k < W; ++k) dst[k] = word.elem[k];
+                } else {
+                    for (int k = 0; w.inner * W + k < here; ++k) dst[k] = src[k];
+                }
+            }
+        } else if (WORDS) {  // one run of `here` rows of n elements: in_long == n
+            const int run_words = (count + W - 1) / W;
+            GkNarrowWalk w(threadIdx.x * W, THREADS * W, n);  // (long, narrow) of a first element
+            for (int i = threadIdx.x; i < run_words; i += THREADS, w.next()) {
+                Word word;
+                if ((i + 1) * W <= count) {
+                    word.bits = reinterpret_cast<const unsigned*>(in_tile)[i];
+                } else {
+                    for (int k = 0; i * W + k < count; ++k) word.elem[k] = in_tile[i * W + k];
+                }
+                int p = w.outer, q = w.inner;
+#pragma unroll
+                for (int k = 0; k < W; ++k) {
+                    if (i * W + k < count) tile[q * pitch + p] = word.elem[k];
+                    if (++q == n) {
+                        q = 0;
+                        ++p;
+                    }
+                }
+            }
+        } else if (narrow_rows) {
             GkNarrowWalk w(threadIdx.x, THREADS, here);  // (narrow, long)
 #pragma unroll 4
             for (int i = threadIdx.x; i < count; i += THREADS, w.next()) {
@@ -348,7 +396,42 @@ transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
         __syncthreads();
         // Write: output rows are the long side's elements for one narrow index (narrow
         // columns: the long index fastest) or the narrow side's (narrow rows: narrow fastest).
-        if (narrow_rows) {
+        if (WORDS && narrow_rows) {  // one run of `here` rows of n elements: out_long == n
+            const int run_words = (count + W - 1) / W;
+            GkNarrowWalk w(threadIdx.x * W, THREADS * W, n);  // (long, narrow) of a first element
+            for (int i = threadIdx.x; i < run_words; i += THREADS, w.next()) {
+                Word word;
+                int p = w.outer, q = w.inner;
+#pragma unroll
+                for (int k = 0; k < W; ++k) {
+                    word.elem[k] = i * W + k < count ? tile[q * pitch + p] : T();
+                    if (++q == n) {
+                        q = 0;
+                        ++p;
+                    }
+                }
+                if ((i + 1) * W <= count) {
+                    reinterpret_cast<unsigned*>(out_tile)[i] = word.bits;
+                } else {
+                    for (int k = 0; i * W + k < count; ++k) out_tile[i * W + k] = word.elem[k];
+                }
+            }
+        } else if (WORDS) {  // rows of `here` elements, out_long == 1
+            const int row_words = (here + W - 1) / W;
+            GkNarrowWalk w(threadIdx.x, THREADS, row_words);  // (narrow, word of the row)
+            for (int i = threadIdx.x; i < n * row_words; i += THREADS, w.next()) {
+                T* const dst = out_tile + (Index)w.outer * out_narrow + w.inner * W;
+                const T* const src = tile + w.outer * pitch + w.inner * W;
+                if ((w.inner + 1) * W <= here) {
+                    Word word;
+#pragma unroll
+                    for (int k = 0; k < W; ++k) word.elem[k] = src[k];
+                    *reinterpret_cast<unsigned*>(dst) = word.bits;
+                } else {
+                    for (int k = 0; w.inner * W + k < here; ++k) dst[k] = src[k];
+                }
+            }
+        } else if (narrow_rows) {
             GkNarrowWalk w(threadIdx.x, THREADS, n);  // (long, narrow)
 #pragma unroll 4
             for (int i = threadIdx.x; i < count; i += THREADS, w.next()) {

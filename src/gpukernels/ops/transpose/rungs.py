@@ -306,9 +306,39 @@ def narrow_length(itemsize: int, narrow: int) -> int:
     return max(32, NARROW_TILES[itemsize] // narrow & ~31)
 
 
-def _narrow_instance(itemsize: int, index: str) -> str:
+#: Item sizes the narrow rung moves in 4-byte words where the layout allows (narrow_words).
+NARROW_WORD_ITEMSIZES = (1, 2)
+
+
+def _narrow_instance(itemsize: int, index: str, words: bool = False) -> str:
     return (f"transpose_narrow<{CARRIERS[itemsize]}, {index}, {NARROW_THREADS}, "
-            f"{NARROW_TILES[itemsize]}>")
+            f"{NARROW_TILES[itemsize]}, {'true' if words else 'false'}>")
+
+
+def _narrow_instances(index: str) -> list[str]:
+    return [_narrow_instance(size, index) for size in CARRIERS] + [
+        _narrow_instance(size, index, True) for size in NARROW_WORD_ITEMSIZES]
+
+
+def narrow_words(p: Problem) -> bool:
+    """Whether the narrow rung moves this problem's contiguous runs in 4-byte words: 1- and
+    2-byte items, the input's rows contiguous, and every run the kernel reads or writes whole
+    (narrow rows: the output's rows adjacent; narrow columns: the input's rows adjacent) and
+    4-byte aligned, in every matrix of the stack."""
+    if p.itemsize not in NARROW_WORD_ITEMSIZES or p.strides[2] != 1 and p.cols > 1:
+        return False
+    batch_stride, row_stride, _ = p.strides
+    out_batch, out_row = p.out_strides
+    if p.rows <= p.cols:  # narrow rows: input rows of the long side, the output one run
+        runs = out_row == p.rows
+        strides = [row_stride]
+    else:  # narrow columns: the input one run, output rows of the long side
+        runs = row_stride == p.cols
+        strides = [out_row]
+    if p.batch > 1:
+        strides += [batch_stride, out_batch]
+    return runs and all(stride * p.itemsize % 4 == 0 for stride in strides) \
+        and p.in_address % 4 == 0 and p.out_address % 4 == 0
 
 
 def plan_narrow(p: Problem) -> Launch:
@@ -321,8 +351,8 @@ def plan_narrow(p: Problem) -> Launch:
     length = narrow_length(p.itemsize, narrow)
     grid = (min(ceil_div(long, length), MAX_GRID_X), 1, p.batch)
     shared = narrow * (length + 31) * p.itemsize
-    return Launch(SOURCE, _narrow_instance(p.itemsize, p.index), grid, (NARROW_THREADS, 1, 1),
-                  shared)
+    return Launch(SOURCE, _narrow_instance(p.itemsize, p.index, narrow_words(p)), grid,
+                  (NARROW_THREADS, 1, 1), shared)
 
 
 # --- the ladder ---------------------------------------------------------------------------------------
@@ -373,8 +403,7 @@ LADDER = Ladder("transpose", (
                    "channels-last images): a tile of the whole narrow side through shared memory, "
                    "both walks coalesced",
          SOURCE, "transpose_narrow",
-         _groups(SOURCE, "narrow", lambda index: [_narrow_instance(size, index)
-                                                  for size in CARRIERS]),
+         _groups(SOURCE, "narrow", _narrow_instances),
          plan_narrow, Needs(layout=f"at most {NARROW_MAX} rows or columns")),
 ))
 VECTOR, WORDS, WORDS_ASYNC = LADDER["vector"], LADDER["words"], LADDER["words_async"]
