@@ -355,7 +355,8 @@ def test_transpose_vector_unaligned_base(offset, rng):
 # rungs.narrow_length(itemsize, n) elements (1344 for 3 float32 rows): long sides one short of,
 # at and one past a tile and two, both orientations, odd and power-of-two narrow sides.
 def _narrow_shapes():
-    for itemsize, narrow in ((4, 1), (4, 3), (4, 16), (1, 3), (1, 7), (2, 5), (8, 2), (16, 3)):
+    for itemsize, narrow in ((4, 1), (4, 3), (4, 16), (1, 3), (1, 7), (2, 5), (8, 2), (16, 3),
+                             (4, 17), (1, 33), (2, 40), (8, 63), (16, 64)):
         length = rungs.narrow_length(itemsize, narrow)
         for long in (1, 31, length - 1, length, length + 1, 2 * length + 1):
             yield itemsize, (narrow, long)
@@ -390,7 +391,7 @@ def test_transpose_narrow_views(view, rng):
 
 
 def test_transpose_narrow_refuses_wide_matrices(rng):
-    x = cupy.asarray(reference.random_array((17, 40), numpy.float32, rng))
+    x = cupy.asarray(reference.random_array((rungs.NARROW_MAX + 1, 100), numpy.float32, rng))
     assert refused("transpose", "narrow", x)
 
 
@@ -398,7 +399,12 @@ def test_transpose_narrow_refuses_wide_matrices(rng):
     ((64, 3, 50), numpy.float32, "narrow"), ((4, 50, 3), numpy.uint8, "narrow"),
     ((4, 15, 60), numpy.float32, "narrow"), ((4, 16, 64), numpy.float32, "vector"),
     ((4, 64, 16), numpy.uint8, "vector"), ((4, 16, 60), numpy.float64, "narrow"),
-    ((4, 16, 60), numpy.complex128, "narrow"), ((4, 17, 60), numpy.float64, "vector"),
+    ((4, 16, 60), numpy.complex128, "narrow"), ((4, 17, 60), numpy.float64, "narrow"),
+    ((4, 20, 100), numpy.float32, "narrow"), ((4, 100, 31), numpy.float32, "narrow"),
+    ((4, 24, 100), numpy.float32, "vector"), ((4, 48, 100), numpy.float16, "vector"),
+    ((4, 48, 100), numpy.uint8, "narrow"), ((4, 32, 100), numpy.float64, "vector"),
+    ((4, 64, 100), numpy.complex128, "vector"), ((4, 63, 100), numpy.complex128, "narrow"),
+    ((4, 65, 100), numpy.float32, "vector"),
 ])
 def test_transpose_auto_takes_narrow_for_a_few_rows_or_columns(shape, dtype, rung):
     x = cupy.zeros(shape, dtype)

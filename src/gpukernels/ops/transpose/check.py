@@ -113,7 +113,7 @@ BENCH = BenchSpec(
     peers="cupy.ascontiguousarray(x.T)",
     defaults={"sizes": (1024, 2048, 4096, 8192, 16384),
               "dtypes": ("int8", "float16", "float32", "float64"),
-              "shapes": ((8191, 8193), (64, 1024, 1024), (64, 3, 50176))},
+              "shapes": ((8191, 8193), (64, 1024, 1024), (64, 3, 50176), (33, 1048576))},
     quick={"sizes": (256, 512, 1024), "shapes": ((129, 67), (3, 64, 48), (2, 3, 700))},
     cases=_cases, candidates=_candidates, main_cases=_main_cases,
     title="Transpose: achieved bandwidth against input size")

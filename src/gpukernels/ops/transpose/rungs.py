@@ -295,7 +295,7 @@ def plan_words_async(p: Problem) -> Launch:
 # --- rung 7: narrow (kernels/transpose/transpose.cu) ------------------------------------------------
 
 #: The narrow rung takes stacks of matrices with at most NARROW_MAX rows or columns.
-NARROW_MAX = 16
+NARROW_MAX = 64
 NARROW_THREADS = 256
 #: Elements a tile of the narrow rung holds (about): 16 KiB of 4-byte elements.
 NARROW_TILES = {1: 4096, 2: 4096, 4: 4096, 8: 2048, 16: 1024}
@@ -325,7 +325,7 @@ def narrow_words(p: Problem) -> bool:
     2-byte items, the input's rows contiguous, and every run the kernel reads or writes whole
     (narrow rows: the output's rows adjacent; narrow columns: the input's rows adjacent) and
     4-byte aligned, in every matrix of the stack."""
-    if p.itemsize not in NARROW_WORD_ITEMSIZES or p.strides[2] != 1 and p.cols > 1:
+    if p.itemsize not in NARROW_WORD_ITEMSIZES or (p.strides[2] != 1 and p.cols > 1):
         return False
     batch_stride, row_stride, _ = p.strides
     out_batch, out_row = p.out_strides
@@ -411,13 +411,25 @@ NARROW = LADDER["narrow"]
 
 
 def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
-    """Whether ``auto`` takes the narrow rung: fewer than NARROW_MAX rows or columns, or
-    NARROW_MAX of 8 bytes or more. Measured on an H100 over narrow sides of 1 to 16 elements
-    (64 MiB matrices, per call, of a copy): narrow 0.37-0.43 (uint8), 0.62-0.65 (float16),
-    0.79-0.87 (float32), 0.95-1.02 (float64), ahead of the other rungs everywhere but at 16
-    elements of 1, 2 or 4 bytes (vector 0.63, 0.78, 0.96: whole 16-byte words) (NOTES, item 76)."""
+    """Whether ``auto`` takes the narrow rung for a matrix whose narrow side has N elements:
+    below 16, always; at 16, for items of 8 bytes and more; from 17 to NARROW_MAX, unless the
+    vector rung's tiles hold whole 32-byte sectors of the narrow side (N x itemsize a multiple
+    of 32 bytes, or for items of 8 bytes and more N a multiple of 32); above, never.
+
+    Measured on an H100 (64 MiB matrices, per call, of a copy; NOTES, items 76 and 81): at 16
+    elements of 1, 2 or 4 bytes vector moves whole 16-byte words (0.63, 0.78, 0.96 against
+    narrow's 0.38, 0.63, 0.85); otherwise narrow runs at 0.4-0.5 (uint8), 0.6-0.7 (float16),
+    0.85-0.9 (float32) and 0.95-1.05 (float64) of a copy for every N up to 64. Vector reaches
+    0.9-1.0 where its tiles hold whole sectors (float32 N = 24, 32, 48, 64; float16 32, 48,
+    64; uint8 32, 64), falls to 0.06-0.35 with N rows of other lengths (float32 N = 17, 28,
+    31, 33, 63), and is no faster than narrow for float64 but at N = 32 and 64."""
     narrow = min(rows, cols)
-    return narrow < NARROW_MAX or (narrow == NARROW_MAX and itemsize >= 8)
+    if narrow <= 16:
+        return narrow < 16 or itemsize >= 8
+    if narrow > NARROW_MAX:
+        return False
+    whole_sectors = narrow % 32 == 0 if itemsize >= 8 else narrow * itemsize % 32 == 0
+    return not whole_sectors
 
 
 def choose(p: Problem) -> Rung:
