@@ -58,7 +58,7 @@ def every_call(rng):
     are fresh, and the results exact."""
     calls = []
     wide = reference.random_array((300, 257), numpy.int8, rng)  # every rung but narrow
-    narrow = reference.random_array((5, 3001), numpy.int8, rng)  # narrow's: at most 64 rows
+    narrow = reference.random_array((5, 3001), numpy.int8, rng)  # narrow's: at most 128 rows
     for method in TRANSPOSE_METHODS + ("auto",):
         x = narrow if method == "narrow" else wide
         calls.append((f"transpose {method}", x, lambda d, m=method: gk.transpose(d, method=m),

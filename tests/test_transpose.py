@@ -356,7 +356,7 @@ def test_transpose_vector_unaligned_base(offset, rng):
 # at and one past a tile and two, both orientations, odd and power-of-two narrow sides.
 def _narrow_shapes():
     for itemsize, narrow in ((4, 1), (4, 3), (4, 16), (1, 3), (1, 7), (2, 5), (8, 2), (16, 3),
-                             (4, 17), (1, 33), (2, 40), (8, 63), (16, 64)):
+                             (4, 17), (1, 33), (2, 40), (8, 63), (16, 64), (4, 127), (1, 128)):
         length = rungs.narrow_length(itemsize, narrow)
         for long in (1, 31, length - 1, length, length + 1, 2 * length + 1):
             yield itemsize, (narrow, long)
@@ -385,14 +385,16 @@ def test_transpose_narrow_views(view, rng):
     for shape in ((9, 3000), (3000, 9), (12, 2900)):
         base = reference.random_array(shape, numpy.float32, rng)
         host, x = view(numpy, base), view(cupy, cupy.asarray(base))
-        if min(x.shape) > rungs.NARROW_MAX:
+        if min(x.shape) > rungs.narrow_max(x.itemsize):
             continue
         assert_same_bits(gk.transpose(x, method="narrow"), reference.transpose(host), f"{shape}")
 
 
 def test_transpose_narrow_refuses_wide_matrices(rng):
-    x = cupy.asarray(reference.random_array((rungs.NARROW_MAX + 1, 100), numpy.float32, rng))
-    assert refused("transpose", "narrow", x)
+    for dtype in (numpy.float32, numpy.float64):
+        rows = rungs.narrow_max(numpy.dtype(dtype).itemsize) + 1
+        x = cupy.asarray(reference.random_array((rows, 200), dtype, rng))
+        assert refused("transpose", "narrow", x)
 
 
 @pytest.mark.parametrize(("shape", "dtype", "rung"), [
@@ -400,11 +402,14 @@ def test_transpose_narrow_refuses_wide_matrices(rng):
     ((4, 15, 60), numpy.float32, "narrow"), ((4, 16, 64), numpy.float32, "vector"),
     ((4, 64, 16), numpy.uint8, "vector"), ((4, 16, 60), numpy.float64, "narrow"),
     ((4, 16, 60), numpy.complex128, "narrow"), ((4, 17, 60), numpy.float64, "narrow"),
-    ((4, 20, 100), numpy.float32, "narrow"), ((4, 100, 31), numpy.float32, "narrow"),
+    ((4, 20, 100), numpy.float32, "narrow"), ((4, 100, 31), numpy.float32, "vector"),
     ((4, 24, 100), numpy.float32, "vector"), ((4, 48, 100), numpy.float16, "vector"),
     ((4, 48, 100), numpy.uint8, "narrow"), ((4, 32, 100), numpy.float64, "vector"),
     ((4, 64, 100), numpy.complex128, "vector"), ((4, 63, 100), numpy.complex128, "narrow"),
-    ((4, 65, 100), numpy.float32, "vector"),
+    ((4, 65, 200), numpy.float32, "narrow"), ((4, 200, 65), numpy.float32, "vector"),
+    ((4, 200, 20), numpy.float32, "vector"), ((4, 200, 20), numpy.float16, "narrow"),
+    ((4, 200, 33), numpy.float16, "vector"), ((4, 200, 17), numpy.float64, "narrow"),
+    ((4, 129, 200), numpy.float32, "vector"), ((4, 65, 200), numpy.float64, "vector"),
 ])
 def test_transpose_auto_takes_narrow_for_a_few_rows_or_columns(shape, dtype, rung):
     x = cupy.zeros(shape, dtype)

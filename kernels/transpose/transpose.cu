@@ -252,7 +252,7 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // (permute_dims(x, (0, 2, 3, 1))), and the reverse. The tiles of rungs 3 to 6 are 32 to 256
 // elements along both sides, so with 3 rows nearly all of each tile is empty: the vector rung
 // ran (64, 3, 224, 224) float32 to channels-last at 0.02 of a copy on an H100. Here a tile takes
-// the whole narrow side (N elements, at most 64) and P elements of the long side, N x P about
+// the whole narrow side (N elements, at most 128; 64 of 8 bytes or more) and P elements of the long side, N x P about
 // TILE elements (P a multiple of 32), staged in shared memory as N rows of P: the block reads
 // the tile in the input's order and writes it in the output's, element by element, so both
 // walks are coalesced, whichever side is narrow. The output rows of N elements (narrow rows)
@@ -266,9 +266,9 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // float32 to channels-last 0.87 (vector 0.02, torch 0.83) and back 0.84 (0.26, torch 0.86);
 // uint8 0.48 and 0.53 (0.02, 0.08); over narrow sides of 1 to 16 elements uint8 0.37-0.43,
 // float16 0.62-0.65, float32 0.79-0.87, float64 0.95-1.02: one element per access, so the
-// load/store units set the pace for the small types; WORDS (below) is for them. With 17 to 64
-// rows the same (item 81), where vector's tiles fall to 0.1-0.35 unless N rows fill whole
-// 32-byte sectors.
+// load/store units set the pace for the small types; WORDS (below) is for them. With 17 to 128
+// rows about the same (items 81 and 83), where vector's tiles fall to 0.1-0.55 unless N rows
+// fill whole 32-byte sectors.
 // ---------------------------------------------------------------------------------------------
 // Elements of the long side in a tile of the narrow rung: TILE / n rounded down to a multiple of
 // 32, at least 32. The host's plan uses the same formula (ops/transpose/rungs.py).

@@ -215,7 +215,7 @@ class Operation:
         A small odd input the main job checks every rung on, against NumPy.
     check_shapes : dict
         Rung name -> the check input of a rung that does not take ``check_shape`` (the narrow
-        transpose takes at most 64 rows or columns).
+        transpose takes at most 128 rows or columns).
     check_dtypes : tuple of str
         The dtypes the main job checks.
     bench : BenchSpec

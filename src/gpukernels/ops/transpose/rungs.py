@@ -16,7 +16,7 @@ from ..._core.ladder import Ladder, Needs, Rung
 from ..._core.launch import INDEX_SCALARS, MAX_GRID_X, MAX_GRID_YZ, Launch, ceil_div
 
 __all__ = ["Problem", "LADDER", "choose", "CARRIERS", "copy_launch", "SOURCE", "WORDS_SOURCE",
-           "NARROW_MAX"]
+           "NARROW_MAX", "NARROW_MAX_WIDE", "narrow_max"]
 
 SOURCE = KernelSource("transpose/transpose.cu")
 WORDS_SOURCE = KernelSource("transpose/words.cu")
@@ -294,8 +294,10 @@ def plan_words_async(p: Problem) -> Launch:
 
 # --- rung 7: narrow (kernels/transpose/transpose.cu) ------------------------------------------------
 
-#: The narrow rung takes stacks of matrices with at most NARROW_MAX rows or columns.
-NARROW_MAX = 64
+#: The narrow rung takes stacks of matrices with at most NARROW_MAX rows or columns, and
+#: NARROW_MAX_WIDE for items of 8 bytes or more (whose tiles of 128 would pass 64 KiB).
+NARROW_MAX = 128
+NARROW_MAX_WIDE = 64
 NARROW_THREADS = 256
 #: Elements a tile of the narrow rung holds (about): 16 KiB of 4-byte elements.
 NARROW_TILES = {1: 4096, 2: 4096, 4: 4096, 8: 2048, 16: 1024}
@@ -341,13 +343,19 @@ def narrow_words(p: Problem) -> bool:
         and p.in_address % 4 == 0 and p.out_address % 4 == 0
 
 
+def narrow_max(itemsize: int) -> int:
+    """The most rows or columns the narrow rung takes for items of ``itemsize`` bytes."""
+    return NARROW_MAX if itemsize <= 4 else NARROW_MAX_WIDE
+
+
 def plan_narrow(p: Problem) -> Launch:
     """A block per tile of the whole narrow side by narrow_length elements of the long side (a
     grid-stride loop past 2^31 - 1 tiles), the staged rows padded by up to 31 elements."""
     narrow, long = sorted((p.rows, p.cols))  # the kernel's rule: rows narrow when rows <= cols
-    if narrow > NARROW_MAX:
-        raise ValueError(f"the transpose rung 'narrow' takes matrices with at most {NARROW_MAX} "
-                         f"rows or columns; these are {p.rows} x {p.cols}: use 'auto'")
+    if narrow > narrow_max(p.itemsize):
+        raise ValueError(f"the transpose rung 'narrow' takes matrices with at most "
+                         f"{narrow_max(p.itemsize)} rows or columns of {p.itemsize}-byte items; "
+                         f"these are {p.rows} x {p.cols}: use 'auto'")
     length = narrow_length(p.itemsize, narrow)
     grid = (min(ceil_div(long, length), MAX_GRID_X), 1, p.batch)
     shared = narrow * (length + 31) * p.itemsize
@@ -399,37 +407,44 @@ LADDER = Ladder("transpose", (
          plan_words_async,
          Needs(capability=WORDS_ASYNC_CAPABILITY, dtypes="1-byte elements",
                layout="rows of contiguous elements")),
-    Rung("narrow", f"matrices of at most {NARROW_MAX} rows or columns (channels-first <-> "
+    Rung("narrow", f"matrices of at most {NARROW_MAX} rows or columns ({NARROW_MAX_WIDE} of 8 "
+                   "bytes or more; channels-first <-> "
                    "channels-last images): a tile of the whole narrow side through shared memory, "
                    "both walks coalesced",
          SOURCE, "transpose_narrow",
          _groups(SOURCE, "narrow", _narrow_instances),
-         plan_narrow, Needs(layout=f"at most {NARROW_MAX} rows or columns")),
+         plan_narrow, Needs(layout=f"at most {NARROW_MAX} rows or columns "
+                                  f"({NARROW_MAX_WIDE} of 8 bytes or more)")),
 ))
 VECTOR, WORDS, WORDS_ASYNC = LADDER["vector"], LADDER["words"], LADDER["words_async"]
 NARROW = LADDER["narrow"]
 
 
 def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
-    """Whether ``auto`` takes the narrow rung for a matrix whose narrow side has N elements:
-    below 16, always; at 16, for items of 8 bytes and more; from 17 to NARROW_MAX, unless the
-    vector rung's tiles hold whole 32-byte sectors of the narrow side (N x itemsize a multiple
-    of 32 bytes, or for items of 8 bytes and more N a multiple of 32); above, never.
+    """Whether ``auto`` takes the narrow rung for a matrix whose narrow side has N elements.
 
-    Measured on an H100 (64 MiB matrices, per call, of a copy; NOTES, items 76 and 81): at 16
-    elements of 1, 2 or 4 bytes vector moves whole 16-byte words (0.63, 0.78, 0.96 against
-    narrow's 0.38, 0.63, 0.85); otherwise narrow runs at 0.4-0.5 (uint8), 0.6-0.7 (float16),
-    0.85-0.9 (float32) and 0.95-1.05 (float64) of a copy for every N up to 64. Vector reaches
-    0.9-1.0 where its tiles hold whole sectors (float32 N = 24, 32, 48, 64; float16 32, 48,
-    64; uint8 32, 64), falls to 0.06-0.35 with N rows of other lengths (float32 N = 17, 28,
-    31, 33, 63), and is no faster than narrow for float64 but at N = 32 and 64."""
+    Below 16, always; at 16, for items of 8 bytes and more. Past 16, up to :func:`narrow_max`:
+    items of 8 bytes and more unless N is a multiple of 32; smaller items unless N x itemsize
+    is a multiple of 32 bytes (vector's tiles then hold whole sectors of the narrow side), and
+    then with N rows always, with N columns only while a row is under 64 bytes (vector reads
+    longer rows in whole sectors).
+
+    Measured on an H100 (64 MiB matrices, per call, of a copy; NOTES, items 76, 81 and 83): at
+    16 elements of 1, 2 or 4 bytes vector moves whole 16-byte words (0.63, 0.78, 0.96 against
+    narrow's 0.38, 0.63, 0.85). Narrow runs at 0.4-0.5 (uint8), 0.55-0.7 (float16), 0.8-0.9
+    (float32) and 0.95-1.05 (float64, up to 64) over N of 17 to 128. Vector with N rows falls
+    to 0.1-0.55 unless its tiles hold whole sectors (float32 N = 17, 28, 31, 33, 63, 65, 127:
+    0.11-0.53); with N columns it reaches 0.85-1.0 for float32 from 20 and float16 from 33."""
     narrow = min(rows, cols)
     if narrow <= 16:
         return narrow < 16 or itemsize >= 8
-    if narrow > NARROW_MAX:
+    if narrow > narrow_max(itemsize):
         return False
-    whole_sectors = narrow % 32 == 0 if itemsize >= 8 else narrow * itemsize % 32 == 0
-    return not whole_sectors
+    if itemsize >= 8:
+        return narrow % 32 != 0
+    if narrow * itemsize % 32 == 0:
+        return False
+    return rows <= cols or narrow * itemsize < 64
 
 
 def choose(p: Problem) -> Rung:
