@@ -408,7 +408,7 @@ def test_transpose_narrow_refuses_wide_matrices(rng):
     ((4, 64, 100), numpy.complex128, "vector"), ((4, 63, 100), numpy.complex128, "narrow"),
     ((4, 65, 200), numpy.float32, "narrow"), ((4, 200, 65), numpy.float32, "vector"),
     ((4, 200, 20), numpy.float32, "vector"), ((4, 200, 20), numpy.float16, "narrow"),
-    ((4, 200, 33), numpy.float16, "vector"), ((4, 200, 17), numpy.float64, "narrow"),
+    ((4, 200, 33), numpy.float16, "narrow"), ((4, 200, 17), numpy.float64, "narrow"),
     ((4, 129, 200), numpy.float32, "vector"), ((4, 65, 200), numpy.float64, "vector"),
 ])
 def test_transpose_auto_takes_narrow_for_a_few_rows_or_columns(shape, dtype, rung):

@@ -426,15 +426,17 @@ def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
     Below 16, always; at 16, for items of 8 bytes and more. Past 16, up to :func:`narrow_max`:
     items of 8 bytes and more unless N is a multiple of 32; smaller items unless N x itemsize
     is a multiple of 32 bytes (vector's tiles then hold whole sectors of the narrow side), and
-    then with N rows always, with N columns only while a row is under 64 bytes (vector reads
-    longer rows in whole sectors).
+    then with N rows always; with N columns, 1- and 2-byte items up to 64 columns (past them
+    the word rungs that ``auto`` takes for odd rows are ahead), 4-byte items while a row is
+    under 64 bytes (vector reads longer rows in whole sectors).
 
     Measured on an H100 (64 MiB matrices, per call, of a copy; NOTES, items 76, 81 and 83): at
     16 elements of 1, 2 or 4 bytes vector moves whole 16-byte words (0.63, 0.78, 0.96 against
     narrow's 0.38, 0.63, 0.85). Narrow runs at 0.4-0.5 (uint8), 0.55-0.7 (float16), 0.8-0.9
     (float32) and 0.95-1.05 (float64, up to 64) over N of 17 to 128. Vector with N rows falls
     to 0.1-0.55 unless its tiles hold whole sectors (float32 N = 17, 28, 31, 33, 63, 65, 127:
-    0.11-0.53); with N columns it reaches 0.85-1.0 for float32 from 20 and float16 from 33."""
+    0.11-0.53); with N columns it reaches 0.88-1.04 for float32 from 20 (narrow 0.78-0.90).
+    float16 with 33 columns: narrow 0.59, words 0.50, vector 0.63."""
     narrow = min(rows, cols)
     if narrow <= 16:
         return narrow < 16 or itemsize >= 8
@@ -444,7 +446,9 @@ def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
         return narrow % 32 != 0
     if narrow * itemsize % 32 == 0:
         return False
-    return rows <= cols or narrow * itemsize < 64
+    if rows <= cols:
+        return True
+    return narrow <= 64 if itemsize <= 2 else narrow * itemsize < 64
 
 
 def choose(p: Problem) -> Rung:
