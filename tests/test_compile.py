@@ -150,6 +150,19 @@ def test_transpose_auto_picks_every_kernel_it_should():
         == "words_async"
 
 
+def test_transpose_narrow_tiles_fit_every_target():
+    """The narrow rung's tile (dynamic shared memory, no static) stays within the 64 KiB a
+    block may opt in to on sm_75, the smallest of the targets, for every item size and every
+    narrow side it takes, in both orientations."""
+    for itemsize in transpose_rungs.CARRIERS:
+        for narrow in range(1, transpose_rungs.narrow_max(itemsize) + 1):
+            for rows, cols in ((narrow, 5000), (5000, narrow)):
+                problem = transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols, cols, 1),
+                                                  (rows * cols, rows), 0, 0, 75, "int")
+                launch = transpose_rungs.plan_narrow(problem)
+                assert launch.shared_mem <= 64 * 1024, (itemsize, rows, cols, launch.shared_mem)
+
+
 def test_transpose_auto_launches_few_threads_per_element():
     """A plan whose tiles are mostly empty launches many more threads than it moves elements:
     auto's vector launch for stacks of (3, 50176) float32 matrices had 21 threads per element

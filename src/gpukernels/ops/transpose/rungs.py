@@ -295,7 +295,9 @@ def plan_words_async(p: Problem) -> Launch:
 # --- rung 7: narrow (kernels/transpose/transpose.cu) ------------------------------------------------
 
 #: The narrow rung takes stacks of matrices with at most NARROW_MAX rows or columns, and
-#: NARROW_MAX_WIDE for items of 8 bytes or more (whose tiles of 128 would pass 64 KiB).
+#: NARROW_MAX_WIDE for items of 8 bytes or more: 16-byte tiles past 65 would pass the 64 KiB
+#: of shared memory sm_75 allows a block, and float64 from 80 rows runs faster in vector
+#: (benchmarks/NOTES.md, item 82).
 NARROW_MAX = 128
 NARROW_MAX_WIDE = 64
 NARROW_THREADS = 256
