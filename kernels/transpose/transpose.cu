@@ -247,27 +247,28 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rung 7 - narrow: matrices with at most a few rows or a few columns, such as the (C, H * W)
-// planes of a channels-first image batch with C = 3, which become its channels-last layout
+// Rung 7 - narrow: matrices with at most a few rows or a few columns, such as the (C, H * W) planes
+// of a channels-first image batch with C = 3, which become its channels-last layout
 // (permute_dims(x, (0, 2, 3, 1))), and the reverse. The tiles of rungs 3 to 6 are 32 to 256
-// elements along both sides, so with 3 rows nearly all of each tile is empty: the vector rung
-// ran (64, 3, 224, 224) float32 to channels-last at 0.02 of a copy on an H100. Here a tile takes
-// the whole narrow side (N elements, at most 128; 64 of 8 bytes or more) and P elements of the long side, N x P about
-// TILE elements (P a multiple of 32), staged in shared memory as N rows of P: the block reads
-// the tile in the input's order and writes it in the output's, element by element, so both
-// walks are coalesced, whichever side is narrow. The output rows of N elements (narrow rows)
+// elements along both sides, so with 3 rows nearly all of each tile is empty: the vector rung ran
+// (64, 3, 224, 224) float32 to channels-last at 0.02 of a copy on an H100. Here a tile takes the
+// whole narrow side (N elements, at most 128; 64 of 8 bytes or more) and P elements of the long
+// side, N x P about TILE elements (P a multiple of 32), staged in shared memory as N rows of P: the
+// block reads the tile in the input's order and writes it in the output's, element by element, so
+// both walks are coalesced, whichever side is narrow. The output rows of N elements (narrow rows)
 // are then consecutive in memory, as are the input rows of N elements (narrow columns). A walk
-// steps its (outer, inner) position by the block's stride with one compare instead of a
-// division per element. The staged rows' pitch is P plus the inverse of N's odd part modulo 32,
-// so the walk along the narrow side meets 32 distinct banks (4-byte elements, odd N).
-// Launch with THREADS threads, grid (min(tiles, 2^31 - 1), 1, batch) with tiles = ceil(long /
-// P), and N * (P + 31) * sizeof(T) bytes of dynamic shared memory (ops/transpose/rungs.py).
-// Measured on an H100 (per call, of a copy; benchmarks/NOTES.md, item 76): (64, 3, 224, 224)
-// float32 to channels-last 0.87 (vector 0.02, torch 0.83) and back 0.84 (0.26, torch 0.86);
-// uint8 0.48 and 0.53 (0.02, 0.08); over narrow sides of 1 to 16 elements uint8 0.37-0.43,
-// float16 0.62-0.65, float32 0.79-0.87, float64 0.95-1.02: one element per access, so the
-// load/store units set the pace for the small types; WORDS (below) is for them. With 17 to 128
-// rows about the same (items 81 and 83), where vector's tiles fall to 0.1-0.55 unless N rows
+// steps its (outer, inner) position by the block's stride with one compare instead of a division
+// per element. The staged rows' pitch is P plus the inverse of N's odd part modulo 32, so the walk
+// along the narrow side meets 32 distinct banks (4-byte elements, odd N). Launch with THREADS
+// threads, grid (min(tiles, 2^31 - 1), 1, batch) with tiles = ceil(long / P), and N * (P + 31) *
+// sizeof(T) bytes of dynamic shared memory (ops/transpose/rungs.py). Measured on an H100 (per call,
+// of a copy; benchmarks/NOTES.md, item 76): (64, 3, 224, 224) float32 to channels-last 0.87 (vector
+// 0.02, torch 0.83) and back 0.84 (0.26, torch 0.86); uint8 0.48 and 0.53 (0.02, 0.08); over narrow
+// sides of 1 to 16 elements uint8 0.37-0.43, float16 0.62-0.65, float32 0.79-0.87, float64
+// 0.95-1.02. WORDS (below) moves the global side of 1- and 2-byte items in words: uint8 0.41-0.49
+// and uint8 images to channels-last 0.35 per call (0.31 without), float16 unchanged (item 80), so
+// what holds the small types is likely the shared-memory traffic, one element per access. With 17
+// to 128 rows about the same (items 81 and 83), where vector's tiles fall to 0.1-0.55 unless N rows
 // fill whole 32-byte sectors.
 // ---------------------------------------------------------------------------------------------
 // Elements of the long side in a tile of the narrow rung: TILE / n rounded down to a multiple of

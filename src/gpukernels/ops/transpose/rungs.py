@@ -297,7 +297,7 @@ def plan_words_async(p: Problem) -> Launch:
 #: The narrow rung takes stacks of matrices with at most NARROW_MAX rows or columns, and
 #: NARROW_MAX_WIDE for items of 8 bytes or more: 16-byte tiles past 65 would pass the 64 KiB
 #: of shared memory sm_75 allows a block, and float64 from 80 rows runs faster in vector
-#: (benchmarks/NOTES.md, item 82).
+#: (benchmarks/NOTES.md, item 81).
 NARROW_MAX = 128
 NARROW_MAX_WIDE = 64
 NARROW_THREADS = 256
