@@ -281,12 +281,14 @@ def test_transpose_vector_every_instance(itemsize, config, skew, shape, batch, r
 # columns), SKEW rows of up to 31 or 15, 4-byte words. Shapes around every tile and word edge; from
 # (513, 385) on, tiles wholly inside the matrix take the kernels' unchecked paths. The async kernel
 # copies 144 bytes of a row from its tile's first column when at least that many are left in the
-# row, and clamps its copies otherwise: 143 and 144 columns are the two sides of that. Its int8
-# row tiles stage rows [256 t, 256 t + 288), the first also storing what precedes each output
-# row's first segment and the last what follows its last: 288 rows are one tile (both edges), 289
-# two, 545 and 800 three (800 x 385 with interior tiles between the edges).
-WORD_SHAPES = [(1, 1), (1, 3), (3, 1), (5, 7), (31, 33), (33, 31), (129, 65), (255, 129), (7, 130),
-               (257, 127), (288, 300), (289, 145), (300, 67), (513, 385), (545, 200),
+# row, and clamps its copies otherwise: 143 and 144 columns are the two sides of that. Both
+# kernels' row tiles stage rows [TR t, TR t + TR + SECTOR) (int8 256 + 32, float16 128 + 16), the
+# first also storing what precedes each output row's first segment and the last what follows its
+# last: for int8 288 rows are one tile (both edges), 289 two, 545 and 800 three (800 x 385 with
+# interior tiles between the edges); for float16 144 rows one, 145 two, 272 two, 273 three.
+WORD_SHAPES = [(1, 1), (1, 3), (3, 1), (5, 7), (16, 200), (17, 200), (31, 33), (33, 31),
+               (129, 65), (144, 70), (145, 70), (255, 129), (7, 130), (257, 127), (272, 99),
+               (273, 99), (288, 300), (289, 145), (300, 67), (513, 385), (545, 200),
                (600, 143), (600, 144), (800, 385), (1000, 1001)]
 WORD_VIEWS = {
     "contiguous": lambda base, shape: base[:shape[0], :shape[1]],

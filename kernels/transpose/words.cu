@@ -30,11 +30,15 @@
 //    tile column 32 n + i, so the 32 words a warp stores at once are PITCH words apart: with
 //    PITCH odd, 32 distinct banks.
 //  * Store: output row j's segment starts on a 32-byte sector boundary (SKEW, as above: the
-//    tile stages SECTOR - 1 extra input rows, and one extra tile row covers the start), f
-//    elements into the staged rows. Lane k reads words k and k + 32 of column j's string from
-//    the word holding row f on (consecutive words: no bank conflicts), and a funnel shift with
-//    the next lane's words by f's offset within a word gives output words k and k + 32,
-//    aligned and written whole.
+//    tile stages SECTOR - 1 extra input rows), f elements into the staged rows. Lane k reads
+//    words k and k + 32 of column j's string from the word holding row f on (consecutive
+//    words: no bank conflicts), and a funnel shift with the next lane's words by f's offset
+//    within a word gives output words k and k + 32, aligned and written whole.
+//  * Row tiles: tile t stages rows [TR t, TR t + TR + SECTOR / E), and none starts before row
+//    0: the first tile also stores the f elements before each output row's first segment, and
+//    the last tile, which reaches the last row, the ones after its segments. That is
+//    max(1, ceil((rows - SECTOR / E) / TR)) tiles. (An extra, nearly empty row of tiles before
+//    row 0 held those f elements before: 3 row tiles for 255 float16 rows instead of 2.)
 // The tile is 128 bytes of input columns by 256 bytes of output rows (256 x 128 int8 or
 // 128 x 64 float16, plus 31 or 15 staged rows). Edges: words past a row's last column are
 // assembled from element loads, and output words not wholly inside the output row from element
@@ -47,11 +51,13 @@
 // between a tile's load and store phases at 4 blocks per SM, not the instructions it issues
 // (benchmarks/NOTES.md, item 31).
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with
-// 256 threads: grid (ceil(cols / TC), row tiles + 1 (grid-stride), batch).
+// 256 threads: grid (ceil(cols / TC), row tiles (grid-stride), batch).
 // Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.83 and float16 0.90,
 // against 0.45 and 0.72 with V = 1 (benchmarks/NOTES.md, items 30 and 31); float16 0.92 with
 // whole-line loads (item 35). Tiles followed by less than a word of their rows take the checked
 // path (item 42): int8 0.77, float16 0.91 (2026-11-23).
+// Without the row of tiles before row 0 (item 84): (255, 513, 511) float16 to axes (1, 2, 0)
+// 0.58 -> 0.62 per call.
 // ---------------------------------------------------------------------------------------------
 // Aligned word i of a row stretch that starts `shift` bytes into a word: the stretch's bytes
 // [4i - shift, 4i - shift + 4), of which the first `valid` exist in this tile. Read as one word
@@ -161,16 +167,20 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
     // follows (else the last row's words could pass the array's end).
     const bool right_edge = ncols < TC || (cols - c0 - TC) * E < 4;
     const long long row_bytes = (long long)in_row_stride * E;  // signed
-    const Index row_tiles = (rows + TR - 1) / TR + 1;
+    // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
+    constexpr int STAGED = WORDS * W;
+    const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
     unsigned* const lane_column = tile + lane * PITCH;  // + n * 32 * PITCH: tile column 32 n + lane
     for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
-        const Index r0 = (tile_row - 1) * TR;  // first staged input row, may be negative
-        const bool interior = !right_edge && r0 >= 0 && r0 + WORDS * W <= rows;
+        const Index r0 = tile_row * TR;  // first staged input row
+        const bool first_tile = tile_row == 0, last_tile = tile_row == row_tiles - 1;
+        const bool rows_inside = !right_edge && r0 + STAGED <= rows;    // loads without checks
+        const bool interior = rows_inside && !first_tile && !last_tile;  // stores without checks
         // Load: warp w stages row groups w, w + 8, ...: rows W g to W g + W - 1 of group g.
         for (int g_first = warp; g_first < WORDS; g_first += WARPS * LOAD_GROUPS) {
             unsigned low[LOAD_GROUPS][W], high[LOAD_GROUPS][W];  // word lane, and word 32
             unsigned shift[LOAD_GROUPS][W];  // bytes from a row stretch's start back to a word's
-            if (interior) {  // every row inside the matrix and every word whole: no checks
+            if (rows_inside) {  // every row inside the matrix and every word whole: no checks
 #pragma unroll
                 for (int u = 0; u < LOAD_GROUPS; ++u) {
                     // Byte 4 * lane of the group's first row stretch; the next rows are row_bytes
@@ -257,6 +267,16 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
             for (int h = 0; h < 2; ++h) {  // element 0 of words[h] is input row r0 + f + W k
                 gk_store_word_clipped(out_row, r0 + f + W * (lane + 32 * h), rows, words[h]);
             }
+            // Outside the segment, fewer than SECTOR bytes each: rows [0, f) in the first tile,
+            // rows from r0 + f + TR in the last. Lane k stores the k-th, from the column's
+            // string (staged row q in word q / W).
+            if (first_tile && lane < f && lane < rows) {
+                out_row[lane] = (T)(column[lane / W] >> (8 * E * (lane % W)));
+            }
+            const int past = f + TR + lane;  // staged row
+            if (last_tile && past < STAGED && r0 + past < rows) {
+                out_row[r0 + past] = (T)(column[past / W] >> (8 * E * (past % W)));
+            }
         }
         if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
     }
@@ -293,13 +313,11 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
 //  * Store: as in transpose_words, with the word after a lane's read from shared
 //    memory instead of a shuffle, and (in tiles wholly inside the matrix) two output rows in
 //    flight per warp.
-//  * Row tiles: tile t stages rows [256 t, 256 t + 288), and no tile starts before row 0 (as
-//    transpose_words's first does, for the f elements before each output row's first
-//    segment): the first tile also stores those f elements, and the last tile, which reaches
-//    the last row, the ones after its segments. That is ceil((rows - 32) / 256) tiles where
-//    transpose_words has ceil(rows / 256) + 1, often nearly empty (8193 x 8192: 32
-//    against 34). The two edge tiles of a column run first, so that the grid does not end on
-//    them (8193 x 8192: +4%, 8191 x 8193: +1.5%; item 35).
+//  * Row tiles: as in transpose_words, tile t stages rows [256 t, 256 t + 288), the first and
+//    the last also storing the elements outside the segments: ceil((rows - 32) / 256) tiles
+//    (8193 x 8192: 32, against 34 with a tile before row 0, as transpose_words had until item
+//    84). The two edge tiles of a column run first, so that the grid does not end on them
+//    (8193 x 8192: +4%, 8191 x 8193: +1.5%; item 35).
 // Shared memory: 288 raw rows of 144 bytes (41472 bytes), then `low`, 128 columns of 41 words
 // (20992). `high`, the same size, lies over the first part's raw rows, which are dead once
 // the first part is transformed: 62464 bytes per block, so three blocks of 512 threads fit

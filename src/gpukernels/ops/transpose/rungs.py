@@ -268,10 +268,13 @@ def _check_words(p: Problem, rung: str, itemsizes: tuple[int, ...]) -> None:
 
 
 def plan_words(p: Problem) -> Launch:
-    """A block per tile of TR x TC, one more row tile for the SKEW rows before row 0."""
+    """A block per tile: tile t stages rows [TR t, TR t + TR + SECTOR), and the last one reaches
+    the last row, so there are max(1, ceil((rows - SECTOR) / TR)) row tiles (SECTOR in
+    elements), as for words_async."""
     _check_words(p, "words", WORD_ITEMSIZES)
     rows, cols = word_tile(p.itemsize)
-    grid = (ceil_div(p.cols, cols), min(ceil_div(p.rows, rows) + 1, MAX_GRID_YZ), p.batch)
+    row_tiles = max(1, ceil_div(p.rows - SECTOR_BYTES // p.itemsize, rows))
+    grid = (ceil_div(p.cols, cols), min(row_tiles, MAX_GRID_YZ), p.batch)
     return Launch(WORDS_SOURCE, _words_instance(p.itemsize, p.index), grid, (WORDS_THREADS, 1, 1))
 
 
