@@ -25,7 +25,7 @@ from ..reduce.dtypes import C_TYPES
 __all__ = ["Problem", "Step", "LADDER", "choose", "accumulator", "SOURCE", "IN_DTYPES",
            "scratch"]
 
-SOURCE = KernelSource("scan/scan.cu")
+SOURCE = KernelSource("scan/scan.cu", weight=6.0)  # instances 4-9x slower to compile (NOTES 86)
 OPERATORS = {"cumsum": "SumOp", "cumprod": "ProdOp"}
 #: The dtypes the kernels read: every dtype NumPy scans except those it cannot (the wrapper
 #: casts a ``dtype=`` request first).
@@ -348,7 +348,7 @@ LADDER = Ladder("scan", (
          SOURCE, "scan_columns",
          _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
          + _dtype_groups("scan_columns narrow", functools.partial(_columns_instance, narrow=True),
-                         12),
+                         3),
          plan_columns,
          Needs(layout="fast for scans along an axis that is not the last")),
 ))
