@@ -65,6 +65,8 @@ SHAPES = [
     ((4, 0), (0, 3)), ((0, 5), (5, 3)),
     # wgmma's tiles: 128 x 256 of C, 64 (float16) or 32 (TF32) of K per stage, 4 stages.
     ((2, 257, 1000), (1000, 513)), ((129, 320), (3, 320, 257)), ((384, 520), (520, 768)),
+    # The epilogue's 16-byte stores: N a multiple of 8 ending 8 columns into a tile.
+    ((2, 130, 200), (200, 520)),
 ]
 
 

@@ -155,6 +155,63 @@ __device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_des
                  : "l"(a_desc), "l"(b_desc));
 }
 
+// Named barrier `id` over `count` threads (barrier 0 is __syncthreads's).
+__device__ __forceinline__ void gk_wg_named_barrier(int id, int count) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+// The consumers' epilogue: C's tile (rounded to Out) through shared memory to global memory.
+// Warp w of a warpgroup holds rows 16w + g and 16w + g + 8 (g = lane / 4), columns 8i + 2t and
+// 8i + 2t + 1 (t = lane % 4) in d[4i .. 4i + 3]. Stored straight from those registers, a warp
+// instruction writes 16 bytes into each of 8 rows: half-used sectors, and 64 instructions a
+// thread for a 128 x 256 half-precision tile. Here each warpgroup first writes its 64 rows
+// into the stage buffers (free once both warpgroups' products are done: the named barrier),
+// rows padded by 8 elements so that the 32 lanes' pairs fall in 32 distinct banks, then a
+// warp writes 512 contiguous bytes of a row per instruction, 16 bytes a lane (element by
+// element where a row of C is not 16-byte aligned).
+template <typename Out>
+__device__ __forceinline__ void gk_wg_store_tile(const float (&d)[128], Out* __restrict__ Cb,
+                                                 int M, int N, int m0, int n0, int warpgroup,
+                                                 unsigned smem) {
+    constexpr int PITCH = GK_WG_BN + 8;           // elements per staged row
+    constexpr int CHUNK = 16 / (int)sizeof(Out);  // elements per 16-byte store
+    constexpr int CHUNKS = GK_WG_BN / CHUNK;      // per row
+    static_assert(2 * 64 * PITCH * sizeof(Out) <= GK_WG_STAGES * GK_WG_STAGE_BYTES,
+                  "both warpgroups' rows fit in the stage buffers");
+    static_assert(PITCH * sizeof(Out) % 16 == 0, "staged rows stay 16-byte aligned");
+    extern __shared__ unsigned char gk_wg_smem[];
+    // The 1024-aligned buffers' generic address; this warpgroup's 64 rows.
+    unsigned char* const buffers = gk_wg_smem + (smem - gk_shared_address(gk_wg_smem));
+    Out* const staged = reinterpret_cast<Out*>(buffers) + (warpgroup - 1) * 64 * PITCH;
+    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+    const int g = lane >> 2, t = lane & 3;
+    gk_wg_named_barrier(1, 256);  // the other warpgroup's last products have read the stages
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        Out* const row = staged + (w * 16 + h * 8 + g) * PITCH + 2 * t;
+#pragma unroll
+        for (int i = 0; i < GK_WG_BN / 8; ++i)
+            gk_mma_store2(row + 8 * i, d[4 * i + 2 * h], d[4 * i + 2 * h + 1], true, true, true);
+    }
+    gk_wg_named_barrier(1 + warpgroup, 128);  // this warpgroup's rows are staged
+
+    const bool whole = N % CHUNK == 0 && (reinterpret_cast<u64>(Cb) & 15) == 0;
+    const int first_row = m0 + (warpgroup - 1) * 64;
+#pragma unroll 4
+    for (int c = threadIdx.x & 127; c < 64 * CHUNKS; c += 128) {
+        const int r = c / CHUNKS, n = n0 + c % CHUNKS * CHUNK;
+        const int m = first_row + r;
+        if (m >= M || n >= N) continue;
+        const Out* const from = staged + r * PITCH + c % CHUNKS * CHUNK;
+        Out* const to = Cb + (i64)m * N + n;
+        if (whole) {  // N a multiple of CHUNK: the chunk is inside the row, and aligned
+            *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
+        } else {
+            for (int e = 0; e < CHUNK && n + e < N; ++e) to[e] = from[e];
+        }
+    }
+}
+
 // --- one block's work, shared by rungs 8 and 9 ----------------------------------------------------
 // The tile of C at (m0, n0) over k-steps [k_begin, k_end) of BK: float32 sums stored to the
 // matrix Cb, rounded to Out (T for rung 8, float partial sums for rung 9).
@@ -235,25 +292,7 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
         }
         gk_wg_wait<0>();
         gk_wg_pin(d);
-
-        // Epilogue: warp w of the warpgroup holds rows 16w + g and 16w + g + 8 (g = lane / 4),
-        // columns 8i + 2t, 8i + 2t + 1 (t = lane % 4) in d[4i .. 4i + 3].
-        const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
-        const int g = lane >> 2, t = lane & 3;
-        const bool pair = (N & 1) == 0 &&
-                          (reinterpret_cast<u64>(Cb) & (2 * sizeof(Out) - 1)) == 0;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int m = m0 + (warpgroup - 1) * 64 + w * 16 + h * 8 + g;
-            if (m >= M) continue;
-            Out* row = Cb + (i64)m * N;
-#pragma unroll
-            for (int i = 0; i < GK_WG_BN / 8; ++i) {
-                const int n = n0 + 8 * i + 2 * t;
-                gk_mma_store2(row + n, d[4 * i + 2 * h], d[4 * i + 2 * h + 1], n < N, n + 1 < N,
-                              pair);
-            }
-        }
+        gk_wg_store_tile(d, Cb, M, N, m0, n0, warpgroup, smem);
     }
 }
 
@@ -288,10 +327,13 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 //    and, once the products of a stage are done, arrives on its "empty".
 //  * Tiles are numbered in groups of 8 row tiles, so the blocks resident at one time share
 //    panels of A and B in L2.
+//  * The epilogue goes through shared memory (gk_wg_store_tile): a warp writes 512 contiguous
+//    bytes of a row of C per instruction instead of 16 bytes into each of 8 rows.
 // Accumulation order is fixed (increasing k, no atomics): results are bitwise reproducible on
-// one GPU model. Measured (H100, held, of cuBLAS; shape suite of 233 products, NOTES 61-62):
-// 0.79-0.94 on cubes of 2048-8192, 0.41-0.50 at 1024^3 (run to run), geometric mean 0.46
-// over the suite, 0.11 where a few tiles walk a long K (128x8192x64: rung 9's case).
+// one GPU model. Measured (H100, held / per call, of cuBLAS; NOTES 87): 8192^3 1.00 / 0.91,
+// 4096^3 0.87 / 0.92, 2048^3 0.99 / 1.16, 1024^3 0.51 / 0.96; output-bound products
+// (8192x64x3072) 0.85 / 1.12; geometric mean over the shape suite 0.56 / 0.97; 0.11 held where
+// a few tiles walk a long K (128x8192x64: rung 9's case).
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,
