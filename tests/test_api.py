@@ -242,6 +242,14 @@ def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):
     assert matmul_rungs.choose(few).name == ("split_k" if expected == "wgmma" else "mma")
     short = _problem(capability, "float16", "highest", (1, 128, 64, 200))  # K: one slice only
     assert matmul_rungs.choose(short).name == expected
+    # Slices of a K under SPLIT_K_AUTO_MIN_STEPS stages save less than split_k's second launch
+    # costs per call (1024^3: four slices of 4 stages): wgmma; from that many stages, split_k.
+    step = matmul_rungs.WGMMA_ROW_BYTES // 2
+    for k, hopper in [(1024, "wgmma"), (step * matmul_rungs.SPLIT_K_AUTO_MIN_STEPS - step, "wgmma"),
+                      (step * matmul_rungs.SPLIT_K_AUTO_MIN_STEPS, "split_k")]:
+        cube = _problem(capability, "float16", "highest", (1, 1024, 1024, k))
+        assert matmul_rungs.split_k_slices(cube, numpy.dtype("float16"))[0] >= 2
+        assert matmul_rungs.choose(cube).name == (hopper if expected == "wgmma" else "mma")
     # Past wgmma's 32-bit extents, auto stays on mma.
     assert matmul_rungs.choose(_problem(capability, shape=(1, 16, 16, 2**31))).name == "mma"
     # Below 8.0 (no tensor cores) float16 runs on the SIMT rungs.

@@ -266,6 +266,12 @@ def plan_wgmma(p: Problem) -> Shape:
 #: fills; at most this many slices.
 SPLIT_K_MIN_STEPS = 4
 SPLIT_K_MAX_SPLITS = 16
+#: ``auto`` takes split_k only where K is at least this many stages (1536 of K for 16-bit
+#: types). Over the shape suite (H100, float16, NOTES 88) split_k's second launch and float32
+#: partials cost more per call than its slices save below it: split_k against wgmma per call,
+#: geometric mean over the products with 8, 12, 16, 24 and 32 stages: 0.75, 0.83, 0.90, 1.00,
+#: 1.13 (held: 0.80, 0.93, 1.10, 1.25, 1.50).
+SPLIT_K_AUTO_MIN_STEPS = 24
 SPLIT_K_SUM_THREADS = 256  # threads per block of matmul_split_k_sum
 
 
@@ -274,10 +280,15 @@ def wgmma_tiles(p: Problem) -> int:
     return p.batch * ceil_div(p.M, WGMMA_TILE[0]) * ceil_div(p.N, WGMMA_TILE[1])
 
 
+def wgmma_steps(p: Problem, compute: numpy.dtype) -> int:
+    """Stages of K of the Hopper rungs (128 bytes of K each: 64 16-bit or 32 TF32 values)."""
+    return max(1, ceil_div(p.K, WGMMA_ROW_BYTES // compute.itemsize))
+
+
 def split_k_slices(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
     """(slices, stages per slice) of K: as many slices as fill the SMs with blocks, none
     shorter than :data:`SPLIT_K_MIN_STEPS` stages, at most :data:`SPLIT_K_MAX_SPLITS`."""
-    steps = max(1, ceil_div(p.K, WGMMA_ROW_BYTES // compute.itemsize))
+    steps = wgmma_steps(p, compute)
     wanted = max(1, min(SPLIT_K_MAX_SPLITS, p.multiprocessors // max(1, wgmma_tiles(p)),
                         steps // SPLIT_K_MIN_STEPS))
     per_slice = ceil_div(steps, wanted)
@@ -380,9 +391,10 @@ def choose(p: Problem) -> Rung:
     """``method="auto"``.
 
     float16, bfloat16 and precision="tf32" run on the tensor cores (compute capability 8.0 and
-    newer): on 9.0 split_k wherever it would cut K into two or more slices (few tiles of C, a
-    long K), else wgmma; mma elsewhere. Over the shape suite (H100, NOTES 62) that rule's
-    geometric mean is within 0.01 of taking the faster of the two on every product. Among the
+    newer): on 9.0 split_k wherever it would cut K into two or more slices (few tiles of C) and
+    K is at least :data:`SPLIT_K_AUTO_MIN_STEPS` stages, else wgmma; mma elsewhere. Over the
+    shape suite (H100, float16, NOTES 88) that rule's geometric mean per call is 1.08 of
+    cuBLAS, the faster of the two on every product 1.08 (split_k from two slices: 1.05). Among the
     SIMT rungs, large_tile when its 256x128 tiles give every SM a block, and warp_tiled's
     128x128 ones below that (H200: at 1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with
     32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73).
@@ -391,7 +403,9 @@ def choose(p: Problem) -> Rung:
                                  and p.capability >= TENSOR_CORE_CAPABILITY):
         if p.capability == WGMMA_CAPABILITY and wgmma_fits(p):
             compute = compute_dtype(p.dtype, p.K, tensor_cores=True)
-            return LADDER["split_k" if split_k_slices(p, compute)[0] >= 2 else "wgmma"]
+            split = (split_k_slices(p, compute)[0] >= 2
+                     and wgmma_steps(p, compute) >= SPLIT_K_AUTO_MIN_STEPS)
+            return LADDER["split_k" if split else "wgmma"]
         return LADDER["mma"]
     tile = SIMT["large_tile"].tile
     tiles = p.batch * ceil_div(p.M, tile[0]) * ceil_div(p.N, tile[1])
