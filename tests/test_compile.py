@@ -150,6 +150,25 @@ def test_transpose_auto_picks_every_kernel_it_should():
         == "words_async"
 
 
+@pytest.mark.parametrize(("itemsize", "cols", "rung"), [
+    (1, 96, "words"), (1, 160, "words"), (1, 192, "words"), (2, 48, "words"), (2, 96, "words"),
+    (2, 160, "words"), (2, 192, "words"), (2, 240, "words"),
+    # Rows of a power of two bytes, or past 480: vector; 4-byte items: vector.
+    (1, 128, "vector"), (1, 256, "vector"), (2, 32, "vector"), (2, 64, "vector"),
+    (2, 128, "vector"), (2, 256, "vector"), (2, 288, "vector"), (4, 48, "vector"),
+])
+def test_transpose_auto_gives_tall_matrices_of_short_rows_to_words(itemsize, cols, rung):
+    # Whole-sector rows of 96 to 480 bytes that vector's tiles cover in part (NOTES 91), and
+    # only tall matrices: the same widths as rows stay with vector.
+    rows = 300000
+    tall = transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols, cols, 1),
+                                   (rows * cols, rows), 0, 0, 90, "int")
+    assert transpose_rungs.choose(tall).name == rung
+    wide = transpose_rungs.Problem(itemsize, 1, cols, rows, (rows * cols, rows, 1),
+                                   (rows * cols, cols), 0, 0, 90, "int")
+    assert transpose_rungs.choose(wide).name != "words"
+
+
 def test_transpose_narrow_tiles_fit_every_target():
     """The narrow rung's tile (dynamic shared memory, no static) stays within the 64 KiB a
     block may opt in to on sm_75, the smallest of the targets, for every item size and every

@@ -456,15 +456,32 @@ def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
     return narrow <= 64 if itemsize <= 2 else narrow * itemsize < 64
 
 
+def columns_take_words(itemsize: int, rows: int, cols: int) -> bool:
+    """Whether ``auto`` gives a tall matrix of 1- or 2-byte items whose rows are whole 32-byte
+    sectors to the word rung rather than vector: rows of 96 to 480 bytes that are not a power
+    of two, which vector's tiles cover only in part.
+
+    Measured on an H100 (64 MiB matrices, per call, of a copy; NOTES, item 91), vector against
+    words: uint8 with 96, 160, 192 columns 0.50, 0.50, 0.66 against 0.71, 0.81, 0.88; float16
+    with 48, 96, 160, 192 columns 0.68, 0.71, 0.74, 0.88 against 0.76, 0.96, 0.96, 1.06. Rows of
+    32, 64, 128, 256 or 512 bytes: vector 0.87-1.03, words 0.34-0.95."""
+    row_bytes = cols * itemsize
+    return (itemsize in WORD_ITEMSIZES and rows > cols and row_bytes % SECTOR_BYTES == 0
+            and 64 < row_bytes < 512 and row_bytes & (row_bytes - 1) != 0)
+
+
 def choose(p: Problem) -> Rung:
     """``method="auto"``: the narrow rung for matrices of a few rows or columns
     (:func:`auto_takes_narrow`); else the vector rung, except for 1- and 2-byte rows that are
     not whole words (where its V falls to 1): those go to words_async (1-byte, sm_80 and newer)
     or words. Measured on an H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92
     (words) of a copy, against 0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items
-    30-35)."""
+    30-35). Tall 1- and 2-byte matrices of 96 to 480-byte rows go to words
+    (:func:`columns_take_words`)."""
     if auto_takes_narrow(p.itemsize, p.rows, p.cols):
         return NARROW
+    if p.unit_columns and columns_take_words(p.itemsize, p.rows, p.cols):
+        return WORDS
     config, _ = vector_config(p)
     if config[0] > 1 or p.itemsize not in WORD_ITEMSIZES or not p.unit_columns:
         return VECTOR
