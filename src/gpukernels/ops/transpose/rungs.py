@@ -267,31 +267,31 @@ def _check_words(p: Problem, rung: str, itemsizes: tuple[int, ...]) -> None:
                          "input's columns are strided: use 'vector' or 'auto'")
 
 
-def plan_words(p: Problem) -> Launch:
-    """A block per tile: tile t stages rows [TR t, TR t + TR + SECTOR), and the last one reaches
-    the last row, so there are max(1, ceil((rows - SECTOR) / TR)) row tiles (SECTOR in
-    elements), as for words_async."""
-    _check_words(p, "words", WORD_ITEMSIZES)
+def _word_grid(p: Problem) -> tuple[int, int, int]:
+    """The word rungs' grid: a block per tile, where tile t stages rows [TR t, TR t + TR +
+    SECTOR) and the last one reaches the last row, so there are max(1, ceil((rows - SECTOR) /
+    TR)) row tiles (SECTOR in elements; a grid-stride loop past gridDim.y's limit)."""
     rows, cols = word_tile(p.itemsize)
     row_tiles = max(1, ceil_div(p.rows - SECTOR_BYTES // p.itemsize, rows))
-    grid = (ceil_div(p.cols, cols), min(row_tiles, MAX_GRID_YZ), p.batch)
-    return Launch(WORDS_SOURCE, _words_instance(p.itemsize, p.index), grid, (WORDS_THREADS, 1, 1))
+    return ceil_div(p.cols, cols), min(row_tiles, MAX_GRID_YZ), p.batch
+
+
+def plan_words(p: Problem) -> Launch:
+    """A block per tile (:func:`_word_grid`)."""
+    _check_words(p, "words", WORD_ITEMSIZES)
+    return Launch(WORDS_SOURCE, _words_instance(p.itemsize, p.index), _word_grid(p),
+                  (WORDS_THREADS, 1, 1))
 
 
 def plan_words_async(p: Problem) -> Launch:
-    """A block per tile: tile t stages rows [TR t, TR t + TR + SECTOR), and the last one reaches
-    the last row, so there are max(1, ceil((rows - SECTOR) / TR)) row tiles."""
+    """A block per tile (:func:`_word_grid`), as for words."""
     _check_words(p, "words_async", WORDS_ASYNC_ITEMSIZES)
     if p.capability < WORDS_ASYNC_CAPABILITY:
         raise ValueError(f"the transpose rung 'words_async' needs compute capability "
                          f"{WORDS_ASYNC_CAPABILITY / 10:.1f} (cp.async); this GPU has "
                          f"{p.capability / 10:.1f}: use 'words' or 'auto'")
-    rows, cols = word_tile(p.itemsize)
-    extra = SECTOR_BYTES // p.itemsize
-    row_tiles = max(1, ceil_div(p.rows - extra, rows))
     shared = words_async_shared_bytes(p.itemsize)
-    grid = (ceil_div(p.cols, cols), min(row_tiles, MAX_GRID_YZ), p.batch)
-    return Launch(WORDS_SOURCE, _words_async_instance(p.itemsize, p.index), grid,
+    return Launch(WORDS_SOURCE, _words_async_instance(p.itemsize, p.index), _word_grid(p),
                   (WORDS_ASYNC_THREADS, 1, 1), shared)
 
 
