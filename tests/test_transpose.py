@@ -358,7 +358,7 @@ def test_transpose_vector_unaligned_base(offset, rng):
 # at and one past a tile and two, both orientations, odd and power-of-two narrow sides.
 def _narrow_shapes():
     for itemsize, narrow in ((4, 1), (4, 3), (4, 16), (1, 3), (1, 7), (2, 5), (8, 2), (16, 3),
-                             (4, 17), (1, 33), (2, 40), (8, 63), (16, 64), (4, 127), (1, 128)):
+                             (4, 17), (1, 33), (2, 40), (8, 63), (8, 79), (16, 64), (4, 127), (1, 128)):
         length = rungs.narrow_length(itemsize, narrow)
         for long in (1, 31, length - 1, length, length + 1, 2 * length + 1):
             yield itemsize, (narrow, long)
@@ -411,7 +411,9 @@ def test_transpose_narrow_refuses_wide_matrices(rng):
     ((4, 65, 200), numpy.float32, "narrow"), ((4, 200, 65), numpy.float32, "vector"),
     ((4, 200, 20), numpy.float32, "vector"), ((4, 200, 20), numpy.float16, "narrow"),
     ((4, 200, 33), numpy.float16, "narrow"), ((4, 200, 17), numpy.float64, "narrow"),
-    ((4, 129, 200), numpy.float32, "vector"), ((4, 65, 200), numpy.float64, "vector"),
+    ((4, 129, 200), numpy.float32, "vector"), ((4, 65, 200), numpy.float64, "narrow"),
+    ((4, 79, 200), numpy.float64, "narrow"), ((4, 80, 200), numpy.float64, "vector"),
+    ((4, 200, 65), numpy.float64, "vector"), ((4, 65, 200), numpy.complex128, "vector"),
 ])
 def test_transpose_auto_takes_narrow_for_a_few_rows_or_columns(shape, dtype, rung):
     x = cupy.zeros(shape, dtype)

@@ -16,7 +16,7 @@ from ..._core.ladder import Ladder, Needs, Rung
 from ..._core.launch import INDEX_SCALARS, MAX_GRID_X, MAX_GRID_YZ, Launch, ceil_div
 
 __all__ = ["Problem", "LADDER", "choose", "CARRIERS", "copy_launch", "SOURCE", "WORDS_SOURCE",
-           "NARROW_MAX", "NARROW_MAX_WIDE", "narrow_max"]
+           "NARROW_MAX", "NARROW_MAX_8_BYTE", "NARROW_MAX_WIDE", "narrow_max"]
 
 SOURCE = KernelSource("transpose/transpose.cu")
 WORDS_SOURCE = KernelSource("transpose/words.cu")
@@ -297,11 +297,12 @@ def plan_words_async(p: Problem) -> Launch:
 
 # --- rung 7: narrow (kernels/transpose/transpose.cu) ------------------------------------------------
 
-#: The narrow rung takes stacks of matrices with at most NARROW_MAX rows or columns, and
-#: NARROW_MAX_WIDE for items of 8 bytes or more: 16-byte tiles past 65 would pass the 64 KiB
-#: of shared memory sm_75 allows a block, and float64 from 80 rows runs faster in vector
-#: (benchmarks/NOTES.md, item 81).
+#: The narrow rung takes stacks of matrices with at most NARROW_MAX rows or columns,
+#: NARROW_MAX_8_BYTE for 8-byte items and NARROW_MAX_WIDE for 16-byte ones: 16-byte tiles past
+#: 65 would pass the 64 KiB of shared memory sm_75 allows a block, and float64 from 80 rows runs
+#: faster in vector (benchmarks/NOTES.md, items 81 and 91).
 NARROW_MAX = 128
+NARROW_MAX_8_BYTE = 79
 NARROW_MAX_WIDE = 64
 NARROW_THREADS = 256
 #: Elements a tile of the narrow rung holds (about): 16 KiB of 4-byte elements.
@@ -350,7 +351,7 @@ def narrow_words(p: Problem) -> bool:
 
 def narrow_max(itemsize: int) -> int:
     """The most rows or columns the narrow rung takes for items of ``itemsize`` bytes."""
-    return NARROW_MAX if itemsize <= 4 else NARROW_MAX_WIDE
+    return NARROW_MAX if itemsize <= 4 else NARROW_MAX_8_BYTE if itemsize == 8 else NARROW_MAX_WIDE
 
 
 def plan_narrow(p: Problem) -> Launch:
@@ -412,14 +413,14 @@ LADDER = Ladder("transpose", (
          plan_words_async,
          Needs(capability=WORDS_ASYNC_CAPABILITY, dtypes="1-byte elements",
                layout="rows of contiguous elements")),
-    Rung("narrow", f"matrices of at most {NARROW_MAX} rows or columns ({NARROW_MAX_WIDE} of 8 "
-                   "bytes or more; channels-first <-> "
+    Rung("narrow", f"matrices of at most {NARROW_MAX} rows or columns ({NARROW_MAX_8_BYTE} "
+                   f"of 8 bytes, {NARROW_MAX_WIDE} of 16; channels-first <-> "
                    "channels-last images): a tile of the whole narrow side through shared memory, "
                    "both walks coalesced",
          SOURCE, "transpose_narrow",
          _groups(SOURCE, "narrow", _narrow_instances),
          plan_narrow, Needs(layout=f"at most {NARROW_MAX} rows or columns "
-                                  f"({NARROW_MAX_WIDE} of 8 bytes or more)")),
+                                  f"({NARROW_MAX_8_BYTE} of 8 bytes, {NARROW_MAX_WIDE} of 16)")),
 ))
 VECTOR, WORDS, WORDS_ASYNC = LADDER["vector"], LADDER["words"], LADDER["words_async"]
 NARROW = LADDER["narrow"]
@@ -429,7 +430,9 @@ def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
     """Whether ``auto`` takes the narrow rung for a matrix whose narrow side has N elements.
 
     Below 16, always; at 16, for items of 8 bytes and more. Past 16, up to :func:`narrow_max`:
-    items of 8 bytes and more unless N is a multiple of 32; smaller items unless N x itemsize
+    items of 8 bytes and more unless N is a multiple of 32, past 64 with N rows only (8-byte
+    items with 65-79 rows: narrow 0.85-0.96, vector 0.72-0.91; with as many columns vector
+    0.93-0.96, narrow 0.91-1.00; NOTES 91, 93); smaller items unless N x itemsize
     is a multiple of 32 bytes (vector's tiles then hold whole sectors of the narrow side), and
     then with N rows always; with N columns, 1- and 2-byte items up to 64 columns (past them
     the word rungs that ``auto`` takes for odd rows are ahead), 4-byte items while a row is
@@ -448,7 +451,7 @@ def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
     if narrow > narrow_max(itemsize):
         return False
     if itemsize >= 8:
-        return narrow % 32 != 0
+        return narrow % 32 != 0 and (narrow <= NARROW_MAX_WIDE or rows <= cols)
     if narrow * itemsize % 32 == 0:
         return False
     if rows <= cols:
