@@ -216,6 +216,8 @@ def _matmul_problems():
         for K, precision, capability in itertools.product((10, 2**32), matmul_rungs.PRECISIONS,
                                                            (75, 80, 90)):
             yield matmul_rungs.Problem(2, 64, 64, K, result, precision, capability, 132)
+            # Enough tiles of C for wgmma's 128 x 256 tile (fewer take 128 x 128).
+            yield matmul_rungs.Problem(2, 4096, 4096, K, result, precision, capability, 132)
 
 
 def _permute_problems():

@@ -67,6 +67,9 @@ SHAPES = [
     ((2, 257, 1000), (1000, 513)), ((129, 320), (3, 320, 257)), ((384, 520), (520, 768)),
     # The epilogue's 16-byte stores: N a multiple of 8 ending 8 columns into a tile.
     ((2, 130, 200), (200, 520)),
+    # Enough tiles of C for wgmma's 128 x 256 tiles (the shapes above take 128 x 128), with
+    # edges in both directions.
+    ((1100, 72), (72, 8200)),
 ]
 
 

@@ -18,10 +18,12 @@
 // Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
 // layout below by static_assert):
 //   threads per block      : THREADS = 384 (3 warpgroups)             GK_WG_THREADS
-//   block tile of C        : BM x BN = 128 x 256                      GK_WG_BM, GK_WG_BN
+//   block tile of C        : BM x BN = 128 x 256, or 128 x 128 (rung 8 where 256-column tiles
+//                            leave SMs idle)                          GK_WG_BM, gk_wg_shape
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8
+//   stages                 : STAGES = 4 (BN = 256) or 6 (BN = 128)
 //   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 1024 (for alignment)
 //   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
 //   M, N, K                : below 2^31 (the host checks); K > 0 (K = 0 needs no kernel).
@@ -36,22 +38,28 @@ struct alignas(64) gk_tensor_map {
 
 constexpr int GK_WG_THREADS = 384;
 constexpr int GK_WG_BM = 128;
-constexpr int GK_WG_BN = 256;
-constexpr int GK_WG_ROW_BYTES = 128;                          // K extent of a stage: 128 bytes
-constexpr int GK_WG_A_BYTES = GK_WG_BM * GK_WG_ROW_BYTES;     // 16 KiB
-constexpr int GK_WG_B_BYTES = GK_WG_BN * GK_WG_ROW_BYTES;     // 32 KiB
-constexpr int GK_WG_STAGE_BYTES = GK_WG_A_BYTES + GK_WG_B_BYTES;
-constexpr int GK_WG_STAGES = 4;
-constexpr int GK_WG_SMEM_BYTES = GK_WG_STAGES * GK_WG_STAGE_BYTES + 1024;
-static_assert(GK_WG_SMEM_BYTES == 197632, "4 stages of 48 KiB, and 1 KiB to align them");
+constexpr int GK_WG_ROW_BYTES = 128;                       // K extent of a stage: 128 bytes
+constexpr int GK_WG_A_BYTES = GK_WG_BM * GK_WG_ROW_BYTES;  // 16 KiB
 constexpr int GK_WG_GROUP = 8;
 
-// Whether a Hopper kernel's template geometry (the host's, from ops/matmul/rungs.py) is the one
-// above, which its code is written for.
+// The tile's width BN (256, or 128 where 256-column tiles leave SMs idle) and the ring's
+// stages: every size that follows from them.
+template <int BN_, int STAGES_>
+struct gk_wg_shape {
+    static constexpr int BN = BN_, STAGES = STAGES_;
+    static constexpr int B_BYTES = BN * GK_WG_ROW_BYTES;  // 32 or 16 KiB
+    static constexpr int STAGE_BYTES = GK_WG_A_BYTES + B_BYTES;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // and 1 KiB to align them
+    static constexpr int SUMS = BN / 2;  // float32 sums per consumer thread: 64 rows x BN / 128
+};
+
+// Whether a Hopper kernel's template geometry (the host's, from ops/matmul/rungs.py) is one
+// this code is written for: 128 x 256 tiles in 4 stages of 48 KiB, or 128 x 128 in 6 of 32.
 template <int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __device__ constexpr bool gk_wg_geometry() {
-    return THREADS == GK_WG_THREADS && BM == GK_WG_BM && BN == GK_WG_BN &&
-           STAGES == GK_WG_STAGES && SHARED_BYTES == GK_WG_SMEM_BYTES;
+    return THREADS == GK_WG_THREADS && BM == GK_WG_BM &&
+           ((BN == 256 && STAGES == 4) || (BN == 128 && STAGES == 6)) &&
+           SHARED_BYTES == gk_wg_shape<BN, STAGES>::SMEM_BYTES && SHARED_BYTES <= 227 * 1024;
 }
 
 // --- inline PTX (sm_90a) -------------------------------------------------------------------------
@@ -110,18 +118,27 @@ __device__ __forceinline__ void gk_wg_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
 }
 // Keeps the compiler from moving accumulator reads or writes across a wgmma wait.
-__device__ __forceinline__ void gk_wg_pin(float (&d)[128]) {
+template <int SUMS>
+__device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
 #pragma unroll
-    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < SUMS; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 #define GK_WG_D8(i)                                                                         \
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
         "+f"(d[i + 6]), "+f"(d[i + 7])
+#define GK_WG_D64                                                                            \
+    GK_WG_D8(0), GK_WG_D8(8), GK_WG_D8(16), GK_WG_D8(24), GK_WG_D8(32), GK_WG_D8(40),          \
+        GK_WG_D8(48), GK_WG_D8(56)
 #define GK_WG_D128                                                                           \
     GK_WG_D8(0), GK_WG_D8(8), GK_WG_D8(16), GK_WG_D8(24), GK_WG_D8(32), GK_WG_D8(40),          \
         GK_WG_D8(48), GK_WG_D8(56), GK_WG_D8(64), GK_WG_D8(72), GK_WG_D8(80), GK_WG_D8(88),    \
         GK_WG_D8(96), GK_WG_D8(104), GK_WG_D8(112), GK_WG_D8(120)
+#define GK_WG_REGS64 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define GK_WG_REGS \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
@@ -154,6 +171,25 @@ __device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_des
                  : GK_WG_D128
                  : "l"(a_desc), "l"(b_desc));
 }
+// The same three with B 128 columns wide (64 sums per thread).
+__device__ __forceinline__ void gk_wg_mma(float (&d)[64], u64 a_desc, u64 b_desc, gk_half) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" GK_WG_REGS64
+                 "}, %64, %65, 1, 1, 1, 0, 1;\n"
+                 : GK_WG_D64
+                 : "l"(a_desc), "l"(b_desc));
+}
+__device__ __forceinline__ void gk_wg_mma(float (&d)[64], u64 a_desc, u64 b_desc, gk_bfloat16) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" GK_WG_REGS64
+                 "}, %64, %65, 1, 1, 1, 0, 1;\n"
+                 : GK_WG_D64
+                 : "l"(a_desc), "l"(b_desc));
+}
+__device__ __forceinline__ void gk_wg_mma(float (&d)[64], u64 a_desc, u64 b_desc, float) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" GK_WG_REGS64
+                 "}, %64, %65, 1, 1, 1;\n"
+                 : GK_WG_D64
+                 : "l"(a_desc), "l"(b_desc));
+}
 
 // Named barrier `id` over `count` threads (barrier 0 is __syncthreads's).
 __device__ __forceinline__ void gk_wg_named_barrier(int id, int count) {
@@ -169,14 +205,15 @@ __device__ __forceinline__ void gk_wg_named_barrier(int id, int count) {
 // rows padded by 8 elements so that the 32 lanes' pairs fall in 32 distinct banks, then a
 // warp writes 512 contiguous bytes of a row per instruction, 16 bytes a lane (element by
 // element where a row of C is not 16-byte aligned).
-template <typename Out>
-__device__ __forceinline__ void gk_wg_store_tile(const float (&d)[128], Out* __restrict__ Cb,
-                                                 int M, int N, int m0, int n0, int warpgroup,
-                                                 unsigned smem) {
-    constexpr int PITCH = GK_WG_BN + 8;           // elements per staged row
+template <typename Out, typename Shape>
+__device__ __forceinline__ void gk_wg_store_tile(const float (&d)[Shape::SUMS],
+                                                 Out* __restrict__ Cb, int M, int N, int m0,
+                                                 int n0, int warpgroup, unsigned smem) {
+    constexpr int BN = Shape::BN;
+    constexpr int PITCH = BN + 8;                 // elements per staged row
     constexpr int CHUNK = 16 / (int)sizeof(Out);  // elements per 16-byte store
-    constexpr int CHUNKS = GK_WG_BN / CHUNK;      // per row
-    static_assert(2 * 64 * PITCH * sizeof(Out) <= GK_WG_STAGES * GK_WG_STAGE_BYTES,
+    constexpr int CHUNKS = BN / CHUNK;            // per row
+    static_assert(2 * 64 * PITCH * sizeof(Out) <= Shape::STAGES * Shape::STAGE_BYTES,
                   "both warpgroups' rows fit in the stage buffers");
     static_assert(PITCH * sizeof(Out) % 16 == 0, "staged rows stay 16-byte aligned");
     extern __shared__ unsigned char gk_wg_smem[];
@@ -190,7 +227,7 @@ __device__ __forceinline__ void gk_wg_store_tile(const float (&d)[128], Out* __r
     for (int h = 0; h < 2; ++h) {
         Out* const row = staged + (w * 16 + h * 8 + g) * PITCH + 2 * t;
 #pragma unroll
-        for (int i = 0; i < GK_WG_BN / 8; ++i)
+        for (int i = 0; i < BN / 8; ++i)
             gk_mma_store2(row + 8 * i, d[4 * i + 2 * h], d[4 * i + 2 * h + 1], true, true, true);
     }
     gk_wg_named_barrier(1 + warpgroup, 128);  // this warpgroup's rows are staged
@@ -215,22 +252,23 @@ __device__ __forceinline__ void gk_wg_store_tile(const float (&d)[128], Out* __r
 // --- one block's work, shared by rungs 8 and 9 ----------------------------------------------------
 // The tile of C at (m0, n0) over k-steps [k_begin, k_end) of BK: float32 sums stored to the
 // matrix Cb, rounded to Out (T for rung 8, float partial sums for rung 9).
-template <typename T, typename Out>
+template <typename T, typename Out, typename Shape>
 __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk_tensor_map& b_map,
                                             Out* __restrict__ Cb, int M, int N, int m0, int n0,
                                             int a_matrix, int b_matrix, int k_begin, int k_end) {
     constexpr bool B_MN_MAJOR = sizeof(T) == 2;
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 16-bit or 32 TF32 per stage
     constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 or 8 elements
+    constexpr int STAGES = Shape::STAGES, STAGE_BYTES = Shape::STAGE_BYTES;
     extern __shared__ unsigned char gk_wg_smem[];
-    __shared__ __align__(8) u64 full[GK_WG_STAGES], empty[GK_WG_STAGES];
+    __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
     const int steps = k_end - k_begin;
 
     // 128-byte swizzled tiles need 1024-byte aligned buffers.
     const unsigned smem = (gk_shared_address(gk_wg_smem) + 1023u) & ~1023u;
     const unsigned full0 = gk_shared_address(full), empty0 = gk_shared_address(empty);
     if (threadIdx.x == 0) {
-        for (int s = 0; s < GK_WG_STAGES; ++s) {
+        for (int s = 0; s < STAGES; ++s) {
             gk_wg_bar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
             gk_wg_bar_init(empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
         }
@@ -244,15 +282,15 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 0) {
             for (int i = 0; i < steps; ++i) {
-                const int s = i % GK_WG_STAGES, k = (k_begin + i) * BK;
-                if (i >= GK_WG_STAGES) gk_wg_bar_wait(empty0 + 8 * s, (i / GK_WG_STAGES - 1) & 1);
-                const unsigned a_tile = smem + s * GK_WG_STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
+                const int s = i % STAGES, k = (k_begin + i) * BK;
+                if (i >= STAGES) gk_wg_bar_wait(empty0 + 8 * s, (i / STAGES - 1) & 1);
+                const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
                 const unsigned bar = full0 + 8 * s;
-                gk_wg_bar_expect(bar, GK_WG_STAGE_BYTES);
+                gk_wg_bar_expect(bar, STAGE_BYTES);
                 gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
                 if constexpr (B_MN_MAJOR) {
 #pragma unroll
-                    for (int j = 0; j < GK_WG_BN / 64; ++j)
+                    for (int j = 0; j < Shape::BN / 64; ++j)
                         gk_wg_tma_load(b_tile + j * 64 * GK_WG_ROW_BYTES, &b_map, n0 + 64 * j, k,
                                        b_matrix, bar);
                 } else {
@@ -263,14 +301,14 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
     } else {
         // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127.
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        float d[128];
+        float d[Shape::SUMS];
 #pragma unroll
-        for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+        for (int i = 0; i < Shape::SUMS; ++i) d[i] = 0.0f;
         const unsigned a_rows = (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
         for (int i = 0; i < steps; ++i) {
-            const int s = i % GK_WG_STAGES;
-            gk_wg_bar_wait(full0 + 8 * s, (i / GK_WG_STAGES) & 1);
-            const unsigned a_tile = smem + s * GK_WG_STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
+            const int s = i % STAGES;
+            gk_wg_bar_wait(full0 + 8 * s, (i / STAGES) & 1);
+            const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
             gk_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < GK_WG_ROW_BYTES / K_STEP_BYTES; ++kk) {
@@ -288,23 +326,24 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
             gk_wg_wait<1>();
             gk_wg_pin(d);
             if (i > 0 && threadIdx.x % 128 == 0)
-                gk_wg_bar_arrive(empty0 + 8 * ((i - 1) % GK_WG_STAGES));
+                gk_wg_bar_arrive(empty0 + 8 * ((i - 1) % STAGES));
         }
         gk_wg_wait<0>();
         gk_wg_pin(d);
-        gk_wg_store_tile(d, Cb, M, N, m0, n0, warpgroup, smem);
+        gk_wg_store_tile<Out, Shape>(d, Cb, M, N, m0, n0, warpgroup, smem);
     }
 }
 
 // The tile of C that block column `tile` covers: groups of GK_WG_GROUP row tiles, column tiles
 // within a group, rows fastest.
+template <int BN>
 __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int tiles_n, int& m0,
                                                   int& n0) {
     const int per_group = GK_WG_GROUP * tiles_n;
     const int first_m = tile / per_group * GK_WG_GROUP;
     const int rows_here = min(tiles_m - first_m, GK_WG_GROUP);
     m0 = (first_m + tile % per_group % rows_here) * GK_WG_BM;
-    n0 = tile % per_group / rows_here * GK_WG_BN;
+    n0 = tile % per_group / rows_here * BN;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -329,6 +368,9 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 //    panels of A and B in L2.
 //  * The epilogue goes through shared memory (gk_wg_store_tile): a warp writes 512 contiguous
 //    bytes of a row of C per instruction instead of 16 bytes into each of 8 rows.
+//  * Where 128 x 256 tiles would leave many SMs idle (their waves over the SMs end well short
+//    of full), the host takes 128 x 128 tiles (m64n128 products, 64 sums a thread, 6 stages
+//    of 32 KiB): twice the blocks, each with half the work (NOTES 94).
 // Accumulation order is fixed (increasing k, no atomics): results are bitwise reproducible on
 // one GPU model. Measured (H100, held / per call, of cuBLAS; NOTES 87): 8192^3 1.00 / 0.91,
 // 4096^3 0.87 / 0.92, 2048^3 0.99 / 1.16, 1024^3 0.51 / 0.96; output-bound products
@@ -344,10 +386,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     int m0, n0;
-    gk_wg_tile_origin(blockIdx.x, tiles_m, tiles_n, m0, n0);
+    gk_wg_tile_origin<BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
     const int matrix = blockIdx.y;
-    gk_wg_block<T, T>(a_map, b_map, C + (i64)matrix * M * N, M, N, m0, n0,
-                      a_batched ? matrix : 0, b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
+    gk_wg_block<T, T, gk_wg_shape<BN, STAGES>>(a_map, b_map, C + (i64)matrix * M * N, M, N, m0,
+                                               n0, a_batched ? matrix : 0,
+                                               b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
 #else
     asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0
 #endif
@@ -376,14 +419,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     int m0, n0;
-    gk_wg_tile_origin(blockIdx.x, tiles_m, tiles_n, m0, n0);
+    gk_wg_tile_origin<BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
     const int matrix = blockIdx.y, split = blockIdx.z;
     const int k_begin = split * k_steps;
     const int k_end = min(k_begin + k_steps, (K + BK - 1) / BK);  // an empty slice stores zeros
-    gk_wg_block<T, float>(a_map, b_map,
-                          partial + ((i64)split * gridDim.y + matrix) * M * N, M, N, m0, n0,
-                          a_batched ? matrix : 0, b_batched ? matrix : 0, k_begin,
-                          max(k_begin, k_end));
+    gk_wg_block<T, float, gk_wg_shape<BN, STAGES>>(
+        a_map, b_map, partial + ((i64)split * gridDim.y + matrix) * M * N, M, N, m0, n0,
+        a_batched ? matrix : 0, b_batched ? matrix : 0, k_begin, max(k_begin, k_end));
 #else
     asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0
 #endif

@@ -92,6 +92,8 @@ class Shape:
     k_steps: int = 0
 
     def instance(self, index: str, aligned: bool) -> str:
+        if self.rung.name in HOPPER_RUNGS:  # one instance per type and tile width
+            return hopper_instance(self.rung.name, self.compute, self.tile[1])
         return _INSTANCE[self.rung.name](self.compute, index, aligned and self.aligned_flag)
 
 
@@ -221,21 +223,28 @@ def plan_mma(p: Problem) -> Shape:
 
 WGMMA_THREADS = 384  # a producer warpgroup and two consumers
 WGMMA_TILE = (128, 256)
-WGMMA_STAGES = 4
 WGMMA_ROW_BYTES = 128  # the K extent of a stage: 128 bytes, the swizzle span
-#: The stages of A and B tiles, and 1 KiB to align them to 1024 bytes.
-WGMMA_SHARED_BYTES = WGMMA_STAGES * (WGMMA_TILE[0] + WGMMA_TILE[1]) * WGMMA_ROW_BYTES + 1024
+#: Stages of the ring by tile width: 4 of 48 KiB for 256 columns, 6 of 32 KiB for 128.
+WGMMA_STAGES = {256: 4, 128: 6}
+#: wgmma's narrower tile, where 128 x 256 tiles would leave SMs idle (NOTES 94).
+WGMMA_SMALL_TILE = (128, 128)
+
+
+def wgmma_shared_bytes(tile_cols: int) -> int:
+    """The stages of A and B tiles, and 1 KiB to align them to 1024 bytes."""
+    return WGMMA_STAGES[tile_cols] * (WGMMA_TILE[0] + tile_cols) * WGMMA_ROW_BYTES + 1024
+
+
+WGMMA_SHARED_BYTES = wgmma_shared_bytes(WGMMA_TILE[1])
 #: float16 and bfloat16 B is read N-contiguous in boxes of 64 rows of 64 columns.
 WGMMA_F16_B_BOX = 64
 
 
-def _hopper_instance(kernel: str) -> Callable[[numpy.dtype, str, bool], str]:
-    """Instances of the Hopper rungs: one per type (32-bit indices; TMA reads any layout)."""
-    def instance(compute: numpy.dtype, index: str, aligned: bool) -> str:
-        return (f"{kernel}<{TENSOR_CORE_C_TYPES[compute]}, {WGMMA_THREADS}, {WGMMA_TILE[0]}, "
-                f"{WGMMA_TILE[1]}, {WGMMA_STAGES}, {WGMMA_SHARED_BYTES}>")
-
-    return instance
+def hopper_instance(name: str, compute: numpy.dtype, tile_cols: int) -> str:
+    """An instance of a Hopper rung: one per type and tile width (32-bit indices; TMA reads
+    any layout)."""
+    return (f"matmul_{name}<{TENSOR_CORE_C_TYPES[compute]}, {WGMMA_THREADS}, {WGMMA_TILE[0]}, "
+            f"{tile_cols}, {WGMMA_STAGES[tile_cols]}, {wgmma_shared_bytes(tile_cols)}>")
 
 
 def wgmma_fits(p: Problem) -> bool:
@@ -254,10 +263,22 @@ def _check_hopper(p: Problem, name: str) -> numpy.dtype:
     return compute
 
 
+def wgmma_tile(p: Problem) -> tuple[int, int]:
+    """wgmma's tile of C: 128 x 256, or 128 x 128 where its twice as many blocks, each with
+    half the work, take at most three quarters of the wide tiles' waves over the SMs (up to
+    half as many wide tiles as SMs: one wave of half-length blocks; from one to one and a half
+    times as many: three half-length waves instead of two full ones)."""
+    wide = wgmma_tiles(p)
+    waves_wide = ceil_div(wide, p.multiprocessors)
+    half_waves_small = ceil_div(2 * wide, p.multiprocessors)
+    return WGMMA_SMALL_TILE if 2 * half_waves_small <= 3 * waves_wide else WGMMA_TILE
+
+
 def plan_wgmma(p: Problem) -> Shape:
     compute = _check_hopper(p, "wgmma")
-    return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), WGMMA_TILE, WGMMA_SHARED_BYTES, compute,
-                 False)
+    tile = wgmma_tile(p)
+    return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile[1]),
+                 compute, False)
 
 
 # --- rung 9: split_k (kernels/matmul/wgmma.cu) -----------------------------------------------------
@@ -314,8 +335,7 @@ SPLIT_K_SUM_GROUPS = tuple(
 
 #: The Hopper rungs, which share wgmma.cu's block, launch path and geometry.
 HOPPER_RUNGS = ("wgmma", "split_k")
-_INSTANCE = {**{name: _simt_instance(name) for name in SIMT}, "mma": _mma_instance,
-             **{name: _hopper_instance(f"matmul_{name}") for name in HOPPER_RUNGS}}
+_INSTANCE = {**{name: _simt_instance(name) for name in SIMT}, "mma": _mma_instance}
 
 
 # --- the ladder ------------------------------------------------------------------------------------------
@@ -345,6 +365,15 @@ def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tup
                  for index in indexes for c in TENSOR_CORE_C_TYPES)
 
 
+def _hopper_groups(name: str, tile_widths: tuple) -> tuple:
+    """The Hopper rungs' instances per type, each tile width: float16 and TF32 at import,
+    bfloat16 on first use."""
+    return tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]}",
+                                  [hopper_instance(name, c, width) for width in tile_widths],
+                                  eager=c != BFLOAT16)
+                 for c in TENSOR_CORE_C_TYPES)
+
+
 LADDER = Ladder("matmul", (
     Rung("naive", "one thread per output element, operands read straight from global memory",
          SIMT_SOURCE, "matmul_naive", _simt_groups("naive"), _simt_plan("naive")),
@@ -368,9 +397,9 @@ LADDER = Ladder("matmul", (
                dtypes="float16 and bfloat16, or float32 as TF32",
                precision="float32 only with precision='tf32'")),
     Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
-                  "warpgroup MMAs read them there; 128x256 tiles, loads and math in separate "
-                  "warps",
-         WGMMA_SOURCE, "matmul_wgmma", _tensor_groups(WGMMA_SOURCE, "wgmma", ("int",), (False,)),
+                  "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
+                  "leave SMs idle), loads and math in separate warps",
+         WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", (WGMMA_TILE[1], WGMMA_SMALL_TILE[1])),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
                dtypes="float16 and bfloat16, or float32 as TF32",
@@ -379,7 +408,7 @@ LADDER = Ladder("matmul", (
     Rung("split_k", "wgmma's block over slices of K where the tiles of C are fewer than the "
                     "SMs: float32 partial tiles, then their sum in slice order, rounded once",
          WGMMA_SOURCE, "matmul_split_k",
-         _tensor_groups(WGMMA_SOURCE, "split_k", ("int",), (False,)), plan_split_k,
+         _hopper_groups("split_k", (WGMMA_TILE[1],)), plan_split_k,
          Needs(only_capability=WGMMA_CAPABILITY,
                dtypes="float16 and bfloat16, or float32 as TF32",
                layout="M, N and K below 2**31",
