@@ -372,10 +372,10 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 //    of full), the host takes 128 x 128 tiles (m64n128 products, 64 sums a thread, 6 stages
 //    of 32 KiB): twice the blocks, each with half the work (NOTES 94).
 // Accumulation order is fixed (increasing k, no atomics): results are bitwise reproducible on
-// one GPU model. Measured (H100, held / per call, of cuBLAS; NOTES 87): 8192^3 1.00 / 0.91,
-// 4096^3 0.87 / 0.92, 2048^3 0.99 / 1.16, 1024^3 0.51 / 0.96; output-bound products
-// (8192x64x3072) 0.85 / 1.12; geometric mean over the shape suite 0.56 / 0.97; 0.11 held where
-// a few tiles walk a long K (128x8192x64: rung 9's case).
+// one GPU model. Measured (H100, held / per call, of cuBLAS; NOTES 94-95): 8192^3 0.96 / 0.96,
+// 4096^3 0.94 / 0.94, 2048^3 0.99 / 1.17, 1024^3 0.81 / 1.18 (0.54 with 128 x 256 tiles only);
+// output-bound products (8192x64x3072) 0.82 / 1.02; geometric mean over the shape suite 0.75 /
+// 1.13; 0.20 held where a few tiles walk a long K (128x8192x64: rung 9's case).
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,
