@@ -242,14 +242,18 @@ def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):
     assert matmul_rungs.choose(few).name == ("split_k" if expected == "wgmma" else "mma")
     short = _problem(capability, "float16", "highest", (1, 128, 64, 200))  # K: one slice only
     assert matmul_rungs.choose(short).name == expected
-    # Slices of a K under SPLIT_K_AUTO_MIN_STEPS stages save less than split_k's second launch
-    # costs per call (1024^3: four slices of 4 stages): wgmma; from that many stages, split_k.
+    # 1024 x 1024 has 32 wide tiles of C (one per 4 SMs): split_k only from
+    # SPLIT_K_AUTO_LONG_STEPS stages of K; 1024 x 256 has 8 (one per 16 SMs): from
+    # SPLIT_K_AUTO_MIN_STEPS stages.
     step = matmul_rungs.WGMMA_ROW_BYTES // 2
-    for k, hopper in [(1024, "wgmma"), (step * matmul_rungs.SPLIT_K_AUTO_MIN_STEPS - step, "wgmma"),
-                      (step * matmul_rungs.SPLIT_K_AUTO_MIN_STEPS, "split_k")]:
-        cube = _problem(capability, "float16", "highest", (1, 1024, 1024, k))
-        assert matmul_rungs.split_k_slices(cube, numpy.dtype("float16"))[0] >= 2
-        assert matmul_rungs.choose(cube).name == (hopper if expected == "wgmma" else "mma")
+    for n, steps in [(1024, matmul_rungs.SPLIT_K_AUTO_LONG_STEPS),
+                     (256, matmul_rungs.SPLIT_K_AUTO_MIN_STEPS)]:
+        for k, hopper in [(1024, "wgmma"), (step * steps - step, "wgmma"),
+                          (step * steps, "split_k")]:
+            product = _problem(capability, "float16", "highest", (1, 1024, n, k))
+            assert matmul_rungs.split_k_slices(product, numpy.dtype("float16"))[0] >= 2
+            assert matmul_rungs.choose(product).name == (hopper if expected == "wgmma"
+                                                         else "mma")
     # Past wgmma's 32-bit extents, auto stays on mma.
     assert matmul_rungs.choose(_problem(capability, shape=(1, 16, 16, 2**31))).name == "mma"
     # Below 8.0 (no tensor cores) float16 runs on the SIMT rungs.

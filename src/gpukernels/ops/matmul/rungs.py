@@ -287,12 +287,16 @@ def plan_wgmma(p: Problem) -> Shape:
 #: fills; at most this many slices.
 SPLIT_K_MIN_STEPS = 4
 SPLIT_K_MAX_SPLITS = 16
-#: ``auto`` takes split_k only where K is at least this many stages (1536 of K for 16-bit
-#: types). Over the shape suite (H100, float16, NOTES 88) split_k's second launch and float32
-#: partials cost more per call than its slices save below it: split_k against wgmma per call,
-#: geometric mean over the products with 8, 12, 16, 24 and 32 stages: 0.75, 0.83, 0.90, 1.00,
-#: 1.13 (held: 0.80, 0.93, 1.10, 1.25, 1.50).
-SPLIT_K_AUTO_MIN_STEPS = 24
+#: ``auto`` takes split_k only where wgmma would leave most SMs idle for a long K: at most
+#: one wide (128 x 256) tile of C per 8 SMs and K of at least SPLIT_K_AUTO_MIN_STEPS stages
+#: (2048 of K for 16-bit types), or at most one per 4 SMs and K of at least
+#: SPLIT_K_AUTO_LONG_STEPS stages (6144). Elsewhere wgmma's 128 x 128 tile fills the SMs well
+#: enough that split_k's second launch and float32 partials cost more than its slices save.
+#: Over the shape suite (H100, float16, NOTES 95) this rule's geometric mean held is 0.80 of
+#: cuBLAS, as much as the faster of the two on every product (wgmma alone: 0.75; item 88's
+#: rule, K from 24 stages: 0.77).
+SPLIT_K_AUTO_MIN_STEPS = 32
+SPLIT_K_AUTO_LONG_STEPS = 96
 SPLIT_K_SUM_THREADS = 256  # threads per block of matmul_split_k_sum
 
 
@@ -304,6 +308,14 @@ def wgmma_tiles(p: Problem) -> int:
 def wgmma_steps(p: Problem, compute: numpy.dtype) -> int:
     """Stages of K of the Hopper rungs (128 bytes of K each: 64 16-bit or 32 TF32 values)."""
     return max(1, ceil_div(p.K, WGMMA_ROW_BYTES // compute.itemsize))
+
+
+def _split_k_pays(p: Problem, compute: numpy.dtype) -> bool:
+    """Whether ``auto`` takes split_k over wgmma: few wide tiles of C for a long K (see
+    :data:`SPLIT_K_AUTO_MIN_STEPS`)."""
+    tiles, steps = wgmma_tiles(p), wgmma_steps(p, compute)
+    return ((8 * tiles <= p.multiprocessors and steps >= SPLIT_K_AUTO_MIN_STEPS)
+            or (4 * tiles <= p.multiprocessors and steps >= SPLIT_K_AUTO_LONG_STEPS))
 
 
 def split_k_slices(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
@@ -420,10 +432,10 @@ def choose(p: Problem) -> Rung:
     """``method="auto"``.
 
     float16, bfloat16 and precision="tf32" run on the tensor cores (compute capability 8.0 and
-    newer): on 9.0 split_k wherever it would cut K into two or more slices (few tiles of C) and
-    K is at least :data:`SPLIT_K_AUTO_MIN_STEPS` stages, else wgmma; mma elsewhere. Over the
-    shape suite (H100, float16, NOTES 88) that rule's geometric mean per call is 1.08 of
-    cuBLAS, the faster of the two on every product 1.08 (split_k from two slices: 1.05). Among the
+    newer): on 9.0 split_k wherever it would cut K into two or more slices and wgmma would
+    leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`), else wgmma; mma
+    elsewhere. Over the shape suite (H100, float16, NOTES 95) that rule's geometric mean is
+    0.80 of cuBLAS held and 1.16 per call (wgmma alone: 0.75 and 1.13). Among the
     SIMT rungs, large_tile when its 256x128 tiles give every SM a block, and warp_tiled's
     128x128 ones below that (H200: at 1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with
     32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73).
@@ -432,8 +444,7 @@ def choose(p: Problem) -> Rung:
                                  and p.capability >= TENSOR_CORE_CAPABILITY):
         if p.capability == WGMMA_CAPABILITY and wgmma_fits(p):
             compute = compute_dtype(p.dtype, p.K, tensor_cores=True)
-            split = (split_k_slices(p, compute)[0] >= 2
-                     and wgmma_steps(p, compute) >= SPLIT_K_AUTO_MIN_STEPS)
+            split = split_k_slices(p, compute)[0] >= 2 and _split_k_pays(p, compute)
             return LADDER["split_k" if split else "wgmma"]
         return LADDER["mma"]
     tile = SIMT["large_tile"].tile
