@@ -288,6 +288,25 @@ def test_split_k_slices_cover_k_and_fill_the_gpu(shape, dtype):
     assert (shape_.splits, shape_.k_steps) == (splits, per_slice)
 
 
+@pytest.mark.parametrize("shape, wgmma_cols, split_k_cols", [
+    ((1, 4096, 4096, 4096), 256, 256),   # 512 wide tiles: 4 waves, against 8 half-length ones
+    ((1, 2048, 2048, 2048), 256, 256),   # 128: one wave, against two half-length ones
+    ((1, 1024, 1024, 1024), 128, 256),   # 32: 64 narrow blocks fill more SMs
+    ((1, 2048, 2560, 1024), 128, 256),   # 160 wide (2 waves), 320 narrow (3 half-length)
+    ((1, 16384, 128, 4096), 128, 128),   # N = 128: as many blocks either way, none on zeros
+    ((1, 128, 64, 8192), 128, 128),
+    ((1, 1, 8192, 8192), 128, 256),      # decode: 32 wide tiles
+    ((3, 300, 129, 4097), 128, 256),
+])
+def test_hopper_tiles_by_shape(shape, wgmma_cols, split_k_cols):
+    problem = _problem(90, "float16", "highest", shape)
+    for name, cols in (("wgmma", wgmma_cols), ("split_k", split_k_cols)):
+        planned = matmul_rungs.LADDER[name].plan(problem)
+        assert planned.tile == (128, cols), name
+        assert planned.shared_mem == matmul_rungs.wgmma_shared_bytes(cols)
+        assert planned.instance("int", False) in matmul_rungs.LADDER[name].instances
+
+
 BF16_PROMOTIONS = [("bfloat16", "bfloat16", "bfloat16"), ("bfloat16", "float32", "float32"),
                    ("float64", "bfloat16", "float64"), ("int8", "bfloat16", "bfloat16"),
                    ("bfloat16", "bool", "bfloat16"), ("uint8", "bfloat16", "bfloat16"),

@@ -235,7 +235,6 @@ def wgmma_shared_bytes(tile_cols: int) -> int:
     return WGMMA_STAGES[tile_cols] * (WGMMA_TILE[0] + tile_cols) * WGMMA_ROW_BYTES + 1024
 
 
-WGMMA_SHARED_BYTES = wgmma_shared_bytes(WGMMA_TILE[1])
 #: float16 and bfloat16 B is read N-contiguous in boxes of 64 rows of 64 columns.
 WGMMA_F16_B_BOX = 64
 
@@ -264,13 +263,14 @@ def _check_hopper(p: Problem, name: str) -> numpy.dtype:
 
 
 def wgmma_tile(p: Problem) -> tuple[int, int]:
-    """wgmma's tile of C: 128 x 256, or 128 x 128 where its twice as many blocks, each with
-    half the work, take at most three quarters of the wide tiles' waves over the SMs (up to
-    half as many wide tiles as SMs: one wave of half-length blocks; from one to one and a half
-    times as many: three half-length waves instead of two full ones)."""
-    wide = wgmma_tiles(p)
-    waves_wide = ceil_div(wide, p.multiprocessors)
-    half_waves_small = ceil_div(2 * wide, p.multiprocessors)
+    """wgmma's tile of C: 128 x 256, or 128 x 128 where its blocks, each with half the work,
+    take at most three quarters of the wide tiles' waves over the SMs. Where N is at most 128
+    the two tilings have as many blocks, so the narrow one always (the wide one would multiply
+    columns of zeros); elsewhere it has about twice the blocks: up to half as many wide tiles
+    as SMs (one wave of half-length blocks instead of one of full ones), and from one to one
+    and a half times as many (three half-length waves instead of two full ones)."""
+    waves_wide = ceil_div(wgmma_tiles(p), p.multiprocessors)
+    half_waves_small = ceil_div(wgmma_tiles(p, WGMMA_SMALL_TILE), p.multiprocessors)
     return WGMMA_SMALL_TILE if 2 * half_waves_small <= 3 * waves_wide else WGMMA_TILE
 
 
@@ -300,9 +300,10 @@ SPLIT_K_AUTO_LONG_STEPS = 96
 SPLIT_K_SUM_THREADS = 256  # threads per block of matmul_split_k_sum
 
 
-def wgmma_tiles(p: Problem) -> int:
-    """Tiles of C of the Hopper rungs (128 x 256 each), over every matrix."""
-    return p.batch * ceil_div(p.M, WGMMA_TILE[0]) * ceil_div(p.N, WGMMA_TILE[1])
+def wgmma_tiles(p: Problem, tile: tuple[int, int] = WGMMA_TILE) -> int:
+    """Tiles of C of the Hopper rungs (128 x 256 each unless ``tile`` says), over every
+    matrix."""
+    return p.batch * ceil_div(p.M, tile[0]) * ceil_div(p.N, tile[1])
 
 
 def wgmma_steps(p: Problem, compute: numpy.dtype) -> int:
@@ -331,8 +332,15 @@ def split_k_slices(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
 def plan_split_k(p: Problem) -> Shape:
     compute = _check_hopper(p, "split_k")
     splits, k_steps = split_k_slices(p, compute)
-    return Shape(LADDER["split_k"], (WGMMA_THREADS, 1, 1), WGMMA_TILE, WGMMA_SHARED_BYTES,
+    tile = split_k_tile(p)
+    return Shape(LADDER["split_k"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile[1]),
                  compute, False, splits=splits, k_steps=k_steps)
+
+
+def split_k_tile(p: Problem) -> tuple[int, int]:
+    """split_k's tile of C: 128 x 128 where N is at most 128 (as many blocks as 128 x 256
+    tiles, none multiplying columns of zeros), else 128 x 256."""
+    return WGMMA_SMALL_TILE if p.N <= WGMMA_SMALL_TILE[1] else WGMMA_TILE
 
 
 def split_k_sum_instance(compute: numpy.dtype) -> str:
@@ -420,7 +428,7 @@ LADDER = Ladder("matmul", (
     Rung("split_k", "wgmma's block over slices of K where the tiles of C are fewer than the "
                     "SMs: float32 partial tiles, then their sum in slice order, rounded once",
          WGMMA_SOURCE, "matmul_split_k",
-         _hopper_groups("split_k", (WGMMA_TILE[1],)), plan_split_k,
+         _hopper_groups("split_k", (WGMMA_TILE[1], WGMMA_SMALL_TILE[1])), plan_split_k,
          Needs(only_capability=WGMMA_CAPABILITY,
                dtypes="float16 and bfloat16, or float32 as TF32",
                layout="M, N and K below 2**31",
