@@ -52,7 +52,8 @@ def _compile_order(item) -> tuple:
 
 
 def _spread_compile_tests(items) -> None:
-    """Spread the NVRTC compile tests (up to a minute each on two cores) over the first quarter
+    """Spread the NVRTC compile tests (up to a minute each on two cores with the import's
+    options, up to 15 s with the tests' default --Ofast-compile=max) over the first quarter
     of the run order. pytest-xdist starts each worker on its own contiguous chunk of that
     quarter: left together, they all fell to one worker, which compiled them one after another
     while the others waited. Their order is the bit-reversal of their order by size, so the
