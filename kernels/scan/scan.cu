@@ -24,6 +24,26 @@ __device__ __forceinline__ i64 gk_scan_address(i64 r, i64 i, i64 n, i64 inner) {
     return inner == 1 ? r * n + i : (r / inner) * n * inner + r % inner + i * inner;
 }
 
+// One word of a tile's input: PER_WORD elements of the scan sequence from `at` (those before
+// `total`) into `word` (a union of 16 bytes and its elements), one 16-byte load where the input
+// is contiguous and aligned (`whole_words`) and the word is whole, element by element
+// otherwise. Shared by look_back and blocked (gk_stage_tile).
+template <typename In, int PER_WORD, typename Word>
+__device__ __forceinline__ void gk_load_word(Word& word, const In* __restrict__ in, i64 at,
+                                             i64 total, i64 n, i64 inner, bool whole_words) {
+    if (whole_words && at + PER_WORD <= total) {
+        word.bits = reinterpret_cast<const uint4*>(in + at)[0];
+    } else {
+#pragma unroll
+        for (int k = 0; k < PER_WORD; ++k) {
+            const i64 e = at + k;
+            if (e < total) {
+                word.elem[k] = in[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)];
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rung 1 - hillis_steele: the textbook scan. A block of BLOCK threads scans BLOCK elements of one
 // row, one per thread, in shared memory: in step d every thread adds the value d places to its
@@ -394,17 +414,7 @@ scan_look_back(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 #pragma unroll
     for (int w = 0; w < WORDS; ++w) {
         const i64 first = base + (i64)(w * BLOCK + tid) * PER_WORD;
-        if (words_in && first + PER_WORD <= total) {
-            word[w].bits = reinterpret_cast<const uint4*>(in + first)[0];
-        } else {
-#pragma unroll
-            for (int k = 0; k < PER_WORD; ++k) {
-                const i64 e = first + k;
-                if (e < total) {
-                    word[w].elem[k] = in[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)];
-                }
-            }
-        }
+        gk_load_word<In, PER_WORD>(word[w], in, first, total, n, inner, words_in);
         // Row starts among the word's elements: first % n == 0, then every n.
         unsigned mask = 0;
         if (first < total) {
@@ -547,18 +557,8 @@ __device__ __forceinline__ void gk_stage_tile(const In* __restrict__ in, uint4* 
     gk_scan_word<In> word[WORDS];
 #pragma unroll
     for (int w = 0; w < WORDS; ++w) {
-        const i64 at = base + (i64)(w * BLOCK + tid) * PER_WORD;
-        if (whole_words && at + PER_WORD <= total) {
-            word[w].bits = reinterpret_cast<const uint4*>(in + at)[0];
-        } else {
-#pragma unroll
-            for (int k = 0; k < PER_WORD; ++k) {
-                const i64 e = at + k;
-                if (e < total) {
-                    word[w].elem[k] = in[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)];
-                }
-            }
-        }
+        gk_load_word<In, PER_WORD>(word[w], in, base + (i64)(w * BLOCK + tid) * PER_WORD, total,
+                                   n, inner, whole_words);
     }
 #pragma unroll
     for (int w = 0; w < WORDS; ++w) words[gk_padded_slot(w * BLOCK + tid)] = word[w].bits;
