@@ -97,6 +97,20 @@ def _compile_key(source: _compile.KernelSource, arch: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def test_compile_test_options_follow_the_environment(monkeypatch):
+    fast = ("--Ofast-compile=max",) if tuple(nvrtc.getVersion()) >= (12, 8) else ()
+    monkeypatch.delenv("GPUKERNELS_COMPILE_TESTS", raising=False)
+    assert _test_options() == fast
+    default_key = _compile_key(_compile.SOURCES["timing.cu"], "sm_90")
+    monkeypatch.setenv("GPUKERNELS_COMPILE_TESTS", "full")
+    assert _test_options() == ()
+    # a cached fast compile never stands in for a full one
+    assert (_compile_key(_compile.SOURCES["timing.cu"], "sm_90") != default_key) == bool(fast)
+    monkeypatch.setenv("GPUKERNELS_COMPILE_TESTS", "fastest")
+    with pytest.raises(ValueError, match="'fast' or 'full'"):
+        _test_options()
+
+
 @pytest.mark.compile
 @pytest.mark.parametrize(("path", "arch"), SOURCE_ARCHS, ids=[f"{p}-{a}" for p, a in SOURCE_ARCHS])
 def test_compile_for_arch(path, arch):
