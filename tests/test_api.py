@@ -6,6 +6,7 @@ None of these needs a GPU: errors for bad inputs must come before anything touch
 from __future__ import annotations
 
 import itertools
+import types
 import typing
 import warnings
 
@@ -81,6 +82,58 @@ def test_check_names_an_unknown_rung_before_asking_for_a_gpu(operation, monkeypa
         check(operation, 3, (3,), "float32")
     with pytest.raises(device.NoGPUError):
         check(operation, "auto", (3,), "float32")
+
+
+def _gpu_status_with(monkeypatch, cupy_module, import_error=None, count=None):
+    """device's verdict with CuPy (or its failed import) and the device count as given."""
+    from gpukernels._core import device
+
+    if cupy_module is not None and count is not None:
+        def device_count():
+            if isinstance(count, Exception):
+                raise count
+            return count
+        runtime = types.SimpleNamespace(getDeviceCount=device_count)
+        cupy_module = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
+    monkeypatch.setattr(device, "cupy", cupy_module)
+    monkeypatch.setattr(device, "_CUPY_IMPORT_ERROR", import_error)
+    device._gpu_status.cache_clear()
+    try:
+        with pytest.raises(device.NoGPUError) as raised:
+            device.require_gpu()
+    finally:
+        device._gpu_status.cache_clear()
+    message = str(raised.value)
+    assert device.WITHOUT_GPU in message  # every such message says what works without a GPU
+    return message, raised.value.__cause__
+
+
+def test_no_gpu_messages_say_what_happened_in_the_users_terms(monkeypatch):
+    # CUDA's words for "no driver at all" are "driver version is insufficient".
+    insufficient = RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is "
+                                "insufficient for CUDA runtime version")
+    message, _ = _gpu_status_with(monkeypatch, object(), count=insufficient)
+    assert "no usable NVIDIA driver was found" in message
+    assert "install the NVIDIA driver" in message
+    message, _ = _gpu_status_with(monkeypatch, object(),
+                                  count=RuntimeError("cudaErrorNoDevice: no CUDA-capable device"))
+    assert "the NVIDIA driver sees no CUDA device" in message
+    message, _ = _gpu_status_with(monkeypatch, object(), count=0)
+    assert "the NVIDIA driver sees no CUDA device" in message
+
+
+def test_a_failed_cupy_import_is_not_called_missing(monkeypatch):
+    missing = ModuleNotFoundError("No module named 'cupy'", name="cupy")
+    message, cause = _gpu_status_with(monkeypatch, None, missing)
+    assert "CuPy is not installed" in message and "gpukernels[cuda13]" in message
+    assert cause is missing
+    # CuPy present but broken (e.g. built for NumPy 2 under NumPy 1): the real error, kept.
+    broken = ImportError("numpy.core.multiarray failed to import")
+    message, cause = _gpu_status_with(monkeypatch, None, broken)
+    assert "CuPy is installed but failed to import" in message
+    assert "numpy.core.multiarray failed to import" in message
+    assert "not installed" not in message
+    assert cause is broken
 
 
 def test_public_names():
