@@ -197,6 +197,14 @@ def test_commands_without_gpu(capsys, argv):
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "needs a CUDA GPU" in err and "describe" in err  # what works without one
+    assert "loaded" not in err and "compiled" not in err  # no report of kernels it never had
+
+
+@pytest.mark.skipif(GPU, reason="checks the report without a GPU")
+def test_compile_report_without_gpu_claims_nothing():
+    from gpukernels._core.compile import REPORT
+
+    assert REPORT.summary() == "no kernel was compiled or loaded: no usable GPU"
 
 
 def test_describe_command_needs_no_gpu(capsys):

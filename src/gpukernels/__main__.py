@@ -250,9 +250,11 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 def _run_main_job(args: argparse.Namespace) -> int:
     from ._core.compile import REPORT
+    from ._core.device import gpu_available
     from .benchmark import BenchResult, environment, main_job
 
-    _say(REPORT.summary())
+    if gpu_available():  # without one, main_job's NoGPUError says what happened
+        _say(REPORT.summary())
     rows = main_job(tuple(args.ops), quick=args.main_quick, progress=True)
     result = BenchResult(rows, environment())
     print(result)

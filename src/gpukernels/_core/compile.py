@@ -279,7 +279,9 @@ class CompileReport:
 
     def summary(self) -> str:
         """One paragraph: what was compiled (not loaded from CuPy's cache) and what compiles
-        on first use."""
+        on first use; without a usable GPU, that nothing was."""
+        if not _device.gpu_available():
+            return "no kernel was compiled or loaded: no usable GPU"
         lines = []
         if self.at_import:
             instances = sum(n for _, n, _ in self.at_import)
@@ -296,13 +298,12 @@ class CompileReport:
             seconds = sum(s for _, _, s in self.on_first_use)
             lines.append(f"{len(self.on_first_use)} groups ({instances} instances) loaded or "
                          f"compiled on first use, {seconds:.1f} s in all")
-        if _device.gpu_available():
-            lazy = [g for g in self.lazy_groups(_device.compute_capability())
-                    if not g.compiled(_device.cupy.cuda.runtime.getDevice())]
-            if lazy:
-                lines.append(f"{len(lazy)} groups ({sum(len(g.instances) for g in lazy)} "
-                             "instances: 64-bit indices, integer products, ...) compile on the "
-                             "first call that needs them")
+        lazy = [g for g in self.lazy_groups(_device.compute_capability())
+                if not g.compiled(_device.cupy.cuda.runtime.getDevice())]
+        if lazy:
+            lines.append(f"{len(lazy)} groups ({sum(len(g.instances) for g in lazy)} "
+                         "instances: 64-bit indices, integer products, ...) compile on the "
+                         "first call that needs them")
         return "; ".join(lines)
 
 
