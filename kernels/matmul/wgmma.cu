@@ -405,9 +405,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 // T. Every sum has one order whatever the timing (no atomics): results are bitwise
 // reproducible, and as accurate as rung 8's (float32 sums, one rounding). The cost is the
 // workspace's round trip, splits x M x N x 4 bytes written and read, mostly in L2 at the sizes
-// where the host picks this rung. Measured (H100, held, of cuBLAS; NOTES 62): 128x8192x64
-// 0.11 -> 0.59, 64x8192x768 0.13 -> 0.71, decode 1x8192x8192 0.59 -> 0.88 (0.95 of a copy);
-// 1024^3 0.42 -> 0.43 (the workspace and the second launch cost what the slices save).
+// where the host picks this rung. Where N is at most 128 its tile is 128 x 128 (NOTES 97).
+// Measured (H100, held, of cuBLAS, rung 8 -> this rung; NOTES 62, 97): 128x8192x64 0.20 ->
+// 0.73, 512x8192x96 0.27 -> 0.93, 64x8192x768 0.25 -> 0.69, decode 1x8192x8192 0.61 -> 0.89;
+// 1024^3 0.80 -> 0.46 (the workspace and the second launch cost more than the slices save).
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_split_k(const __grid_constant__ gk_tensor_map a_map,
