@@ -18,8 +18,8 @@
 // Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
 // layout below by static_assert):
 //   threads per block      : THREADS = 384 (3 warpgroups)             GK_WG_THREADS
-//   block tile of C        : BM x BN = 128 x 256, or 128 x 128 (rung 8 where 256-column tiles
-//                            leave SMs idle)                          GK_WG_BM, gk_wg_shape
+//   block tile of C        : BM x BN = 128 x 256, or 128 x 128 where N <= 128 (both rungs) or
+//                            256-column tiles leave SMs idle (rung 8) GK_WG_BM, gk_wg_shape
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8
@@ -42,8 +42,8 @@ constexpr int GK_WG_ROW_BYTES = 128;                       // K extent of a stag
 constexpr int GK_WG_A_BYTES = GK_WG_BM * GK_WG_ROW_BYTES;  // 16 KiB
 constexpr int GK_WG_GROUP = 8;
 
-// The tile's width BN (256, or 128 where 256-column tiles leave SMs idle) and the ring's
-// stages: every size that follows from them.
+// The tile's width BN (256, or 128: see the launch contract above) and the ring's stages:
+// every size that follows from them.
 template <int BN_, int STAGES_>
 struct gk_wg_shape {
     static constexpr int BN = BN_, STAGES = STAGES_;
@@ -355,7 +355,7 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 //    one thread issues a few instructions per stage, no registers hold the data, rows and
 //    columns past M, N or K arrive as zeros (edge tiles run the same loop), and the tiles land
 //    in the 128-byte swizzled layout that wgmma reads without bank conflicts.
-//  * wgmma.mma_async: the 4 warps of a warpgroup issue one 64x256x16 (16-bit) or 64x256x8
+//  * wgmma.mma_async: the 4 warps of a warpgroup issue one 64xBNx16 (16-bit) or 64xBNx8
 //    (TF32) product reading both operands from shared memory through descriptors; it runs
 //    asynchronously, so a warpgroup keeps one stage's products in flight while it waits for
 //    the next stage.
@@ -370,7 +370,8 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 //    bytes of a row of C per instruction instead of 16 bytes into each of 8 rows.
 //  * Where 128 x 256 tiles would leave many SMs idle (their waves over the SMs end well short
 //    of full), the host takes 128 x 128 tiles (m64n128 products, 64 sums a thread, 6 stages
-//    of 32 KiB): twice the blocks, each with half the work (NOTES 94).
+//    of 32 KiB): twice the blocks, each with half the work (NOTES 94); and wherever N is at
+//    most 128, where a 256-column tile would multiply columns of zeros (NOTES 97).
 // Accumulation order is fixed (increasing k, no atomics): results are bitwise reproducible on
 // one GPU model. Measured (H100, held / per call, of cuBLAS; NOTES 94-95): 8192^3 0.96 / 0.96,
 // 4096^3 0.94 / 0.94, 2048^3 0.99 / 1.17, 1024^3 0.81 / 1.18 (0.54 with 128 x 256 tiles only);

@@ -740,8 +740,9 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // ---------------------------------------------------------------------------------------------
 
 // The columns rung on narrow arrays, inner = C a power of two up to 32: a tile is BLOCK x ITEMS
-// consecutive elements (ITEMS: the instance's ROWS, blocked's items per thread on the host), 1/C of them per column, loaded and stored as blocked does (16-byte
-// words striped across the threads, staged in the padded buffer, dynamic shared memory).
+// consecutive elements (ITEMS: the instance's ROWS, blocked's items per thread on the host),
+// 1/C of them per column, loaded and stored as blocked does (16-byte words striped across the
+// threads, staged in the padded buffer, dynamic shared memory).
 // Thread t takes column t % C and ITEMS consecutive rows of it, so every lane works; the
 // threads of a column scan across the warp by shuffles of C, 2C, ... lanes and across warps
 // through `totals`; each column looks back along its own chain with look_back's grouped,

@@ -252,7 +252,7 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // (permute_dims(x, (0, 2, 3, 1))), and the reverse. The tiles of rungs 3 to 6 are 32 to 256
 // elements along both sides, so with 3 rows nearly all of each tile is empty: the vector rung ran
 // (64, 3, 224, 224) float32 to channels-last at 0.02 of a copy on an H100. Here a tile takes the
-// whole narrow side (N elements, at most 128; 64 of 8 bytes or more) and P elements of the long
+// whole narrow side (N elements, at most 128; 79 of 8 bytes, 64 of 16) and P elements of the long
 // side, N x P about TILE elements (P a multiple of 32), staged in shared memory as N rows of P: the
 // block reads the tile in the input's order and writes it in the output's, element by element, so
 // both walks are coalesced, whichever side is narrow. The output rows of N elements (narrow rows)

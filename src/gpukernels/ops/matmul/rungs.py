@@ -386,8 +386,8 @@ def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tup
 
 
 def _hopper_groups(name: str, tile_widths: tuple) -> tuple:
-    """The Hopper rungs' instances per type, each tile width: float16 and TF32 at import,
-    bfloat16 on first use."""
+    """The Hopper rungs' instances per type, each tile width (the keys of WGMMA_STAGES):
+    float16 and TF32 at import, bfloat16 on first use."""
     return tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]}",
                                   [hopper_instance(name, c, width) for width in tile_widths],
                                   eager=c != BFLOAT16)
@@ -418,8 +418,8 @@ LADDER = Ladder("matmul", (
                precision="float32 only with precision='tf32'")),
     Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
                   "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
-                  "leave SMs idle), loads and math in separate warps",
-         WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", (WGMMA_TILE[1], WGMMA_SMALL_TILE[1])),
+                  "leave SMs idle or N is at most 128), loads and math in separate warps",
+         WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", tuple(WGMMA_STAGES)),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
                dtypes="float16 and bfloat16, or float32 as TF32",
@@ -428,7 +428,7 @@ LADDER = Ladder("matmul", (
     Rung("split_k", "wgmma's block over slices of K where the tiles of C are fewer than the "
                     "SMs: float32 partial tiles, then their sum in slice order, rounded once",
          WGMMA_SOURCE, "matmul_split_k",
-         _hopper_groups("split_k", (WGMMA_TILE[1], WGMMA_SMALL_TILE[1])), plan_split_k,
+         _hopper_groups("split_k", tuple(WGMMA_STAGES)), plan_split_k,
          Needs(only_capability=WGMMA_CAPABILITY,
                dtypes="float16 and bfloat16, or float32 as TF32",
                layout="M, N and K below 2**31",
