@@ -347,7 +347,9 @@ def test_split_k_slices_cover_k_and_fill_the_gpu(shape, dtype):
     ((1, 1024, 1024, 1024), 128, 256),   # 32: 64 narrow blocks fill more SMs
     ((1, 2048, 2560, 1024), 128, 256),   # 160 wide (2 waves), 320 narrow (3 half-length)
     ((1, 16384, 128, 4096), 128, 128),   # N = 128: as many blocks either way, none on zeros
-    ((1, 128, 64, 8192), 128, 128),
+    ((1, 128, 64, 8192), 64, 64),        # N = 64: the narrowest tile
+    ((1, 2048, 33, 2048), 64, 64),
+    ((1, 16384, 65, 4096), 128, 128),
     ((1, 1, 8192, 8192), 128, 256),      # decode: 32 wide tiles
     ((3, 300, 129, 4097), 128, 256),
 ])

@@ -247,6 +247,7 @@ def _matmul_problems():
         for K, precision, capability in itertools.product((10, 2**32), matmul_rungs.PRECISIONS,
                                                            (75, 80, 90)):
             yield matmul_rungs.Problem(2, 64, 64, K, result, precision, capability, 132)
+            yield matmul_rungs.Problem(2, 64, 128, K, result, precision, capability, 132)
             # Enough tiles of C for wgmma's 128 x 256 tile (fewer take 128 x 128).
             yield matmul_rungs.Problem(2, 4096, 4096, K, result, precision, capability, 132)
 

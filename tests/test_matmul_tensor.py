@@ -70,6 +70,8 @@ SHAPES = [
     # Enough tiles of C for wgmma's 128 x 256 tiles (the shapes above take 128 x 128), with
     # edges in both directions.
     ((1100, 72), (72, 8200)),
+    # The 128 x 64 tile (N of at most 64): several row tiles, N whole and ragged.
+    ((520, 300), (300, 64)), ((2, 300, 140), (140, 56)),
 ]
 
 

@@ -18,12 +18,12 @@
 // Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
 // layout below by static_assert):
 //   threads per block      : THREADS = 384 (3 warpgroups)             GK_WG_THREADS
-//   block tile of C        : BM x BN = 128 x 256, or 128 x 128 where N <= 128 (both rungs) or
-//                            256-column tiles leave SMs idle (rung 8) GK_WG_BM, gk_wg_shape
+//   block tile of C        : BM x BN = 128 x 256; 128 x 128 where 256-column tiles leave SMs
+//                            idle or N <= 128; 128 x 64 where N <= 64  GK_WG_BM, gk_wg_shape
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8
-//   stages                 : STAGES = 4 (BN = 256) or 6 (BN = 128)
+//   stages                 : STAGES = 4 (BN = 256), 6 (BN = 128) or 8 (BN = 64)
 //   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 1024 (for alignment)
 //   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
 //   M, N, K                : below 2^31 (the host checks); K > 0 (K = 0 needs no kernel).
@@ -42,23 +42,25 @@ constexpr int GK_WG_ROW_BYTES = 128;                       // K extent of a stag
 constexpr int GK_WG_A_BYTES = GK_WG_BM * GK_WG_ROW_BYTES;  // 16 KiB
 constexpr int GK_WG_GROUP = 8;
 
-// The tile's width BN (256, or 128: see the launch contract above) and the ring's stages:
-// every size that follows from them.
+// The tile's width BN (256; 128 where 256-column tiles leave SMs idle or N <= 128; 64 where
+// N <= 64) and the ring's stages: every size that follows from them.
 template <int BN_, int STAGES_>
 struct gk_wg_shape {
     static constexpr int BN = BN_, STAGES = STAGES_;
-    static constexpr int B_BYTES = BN * GK_WG_ROW_BYTES;  // 32 or 16 KiB
+    static constexpr int B_BYTES = BN * GK_WG_ROW_BYTES;  // 32, 16 or 8 KiB
     static constexpr int STAGE_BYTES = GK_WG_A_BYTES + B_BYTES;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // and 1 KiB to align them
     static constexpr int SUMS = BN / 2;  // float32 sums per consumer thread: 64 rows x BN / 128
 };
 
 // Whether a Hopper kernel's template geometry (the host's, from ops/matmul/rungs.py) is one
-// this code is written for: 128 x 256 tiles in 4 stages of 48 KiB, or 128 x 128 in 6 of 32.
+// this code is written for: 128 x 256 tiles in 4 stages of 48 KiB, 128 x 128 in 6 of 32, or
+// 128 x 64 in 8 of 24.
 template <int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __device__ constexpr bool gk_wg_geometry() {
     return THREADS == GK_WG_THREADS && BM == GK_WG_BM &&
-           ((BN == 256 && STAGES == 4) || (BN == 128 && STAGES == 6)) &&
+           ((BN == 256 && STAGES == 4) || (BN == 128 && STAGES == 6) ||
+            (BN == 64 && STAGES == 8)) &&
            SHARED_BYTES == gk_wg_shape<BN, STAGES>::SMEM_BYTES && SHARED_BYTES <= 227 * 1024;
 }
 
@@ -127,6 +129,7 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
 #define GK_WG_D8(i)                                                                         \
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
         "+f"(d[i + 6]), "+f"(d[i + 7])
+#define GK_WG_D32 GK_WG_D8(0), GK_WG_D8(8), GK_WG_D8(16), GK_WG_D8(24)
 #define GK_WG_D64                                                                            \
     GK_WG_D8(0), GK_WG_D8(8), GK_WG_D8(16), GK_WG_D8(24), GK_WG_D8(32), GK_WG_D8(40),          \
         GK_WG_D8(48), GK_WG_D8(56)
@@ -134,6 +137,9 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
     GK_WG_D8(0), GK_WG_D8(8), GK_WG_D8(16), GK_WG_D8(24), GK_WG_D8(32), GK_WG_D8(40),          \
         GK_WG_D8(48), GK_WG_D8(56), GK_WG_D8(64), GK_WG_D8(72), GK_WG_D8(80), GK_WG_D8(88),    \
         GK_WG_D8(96), GK_WG_D8(104), GK_WG_D8(112), GK_WG_D8(120)
+#define GK_WG_REGS32 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define GK_WG_REGS64 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
@@ -188,6 +194,25 @@ __device__ __forceinline__ void gk_wg_mma(float (&d)[64], u64 a_desc, u64 b_desc
     asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" GK_WG_REGS64
                  "}, %64, %65, 1, 1, 1;\n"
                  : GK_WG_D64
+                 : "l"(a_desc), "l"(b_desc));
+}
+// And with B 64 columns wide (32 sums per thread).
+__device__ __forceinline__ void gk_wg_mma(float (&d)[32], u64 a_desc, u64 b_desc, gk_half) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" GK_WG_REGS32
+                 "}, %32, %33, 1, 1, 1, 0, 1;\n"
+                 : GK_WG_D32
+                 : "l"(a_desc), "l"(b_desc));
+}
+__device__ __forceinline__ void gk_wg_mma(float (&d)[32], u64 a_desc, u64 b_desc, gk_bfloat16) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" GK_WG_REGS32
+                 "}, %32, %33, 1, 1, 1, 0, 1;\n"
+                 : GK_WG_D32
+                 : "l"(a_desc), "l"(b_desc));
+}
+__device__ __forceinline__ void gk_wg_mma(float (&d)[32], u64 a_desc, u64 b_desc, float) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {" GK_WG_REGS32
+                 "}, %32, %33, 1, 1, 1;\n"
+                 : GK_WG_D32
                  : "l"(a_desc), "l"(b_desc));
 }
 
@@ -370,8 +395,9 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 //    bytes of a row of C per instruction instead of 16 bytes into each of 8 rows.
 //  * Where 128 x 256 tiles would leave many SMs idle (their waves over the SMs end well short
 //    of full), the host takes 128 x 128 tiles (m64n128 products, 64 sums a thread, 6 stages
-//    of 32 KiB): twice the blocks, each with half the work (NOTES 94); and wherever N is at
-//    most 128, where a 256-column tile would multiply columns of zeros (NOTES 97).
+//    of 32 KiB): twice the blocks, each with half the work (NOTES 94). Where N is at most 128
+//    or 64, the narrowest tile that covers it (128 x 64: m64n64, 8 stages of 24 KiB), so no
+//    product multiplies columns of zeros (NOTES 97, 101).
 // Accumulation order is fixed (increasing k, no atomics): results are bitwise reproducible on
 // one GPU model. Measured (H100, held / per call, of cuBLAS; NOTES 94-95): 8192^3 0.96 / 0.96,
 // 4096^3 0.94 / 0.94, 2048^3 0.99 / 1.17, 1024^3 0.81 / 1.18 (0.54 with 128 x 256 tiles only);

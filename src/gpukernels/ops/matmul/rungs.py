@@ -224,10 +224,13 @@ def plan_mma(p: Problem) -> Shape:
 WGMMA_THREADS = 384  # a producer warpgroup and two consumers
 WGMMA_TILE = (128, 256)
 WGMMA_ROW_BYTES = 128  # the K extent of a stage: 128 bytes, the swizzle span
-#: Stages of the ring by tile width: 4 of 48 KiB for 256 columns, 6 of 32 KiB for 128.
-WGMMA_STAGES = {256: 4, 128: 6}
+#: Stages of the ring by tile width: 4 of 48 KiB for 256 columns, 6 of 32 KiB for 128, 8 of
+#: 24 KiB for 64.
+WGMMA_STAGES = {256: 4, 128: 6, 64: 8}
 #: wgmma's narrower tile, where 128 x 256 tiles would leave SMs idle (NOTES 94).
 WGMMA_SMALL_TILE = (128, 128)
+#: The Hopper rungs' tile where N is at most 64 (NOTES 101).
+WGMMA_NARROW_TILE = (128, 64)
 
 
 def wgmma_shared_bytes(tile_cols: int) -> int:
@@ -263,12 +266,15 @@ def _check_hopper(p: Problem, name: str) -> numpy.dtype:
 
 
 def wgmma_tile(p: Problem) -> tuple[int, int]:
-    """wgmma's tile of C: 128 x 256, or 128 x 128 where its blocks, each with half the work,
-    take at most three quarters of the wide tiles' waves over the SMs. Where N is at most 128
-    the two tilings have as many blocks, so the narrow one always (the wide one would multiply
-    columns of zeros); elsewhere it has about twice the blocks: up to half as many wide tiles
-    as SMs (one wave of half-length blocks instead of one of full ones), and from one to one
-    and a half times as many (three half-length waves instead of two full ones)."""
+    """wgmma's tile of C. 128 x 64 where N is at most 64: as many blocks as any wider tile,
+    none multiplying columns of zeros. Otherwise 128 x 256, or 128 x 128 where its blocks,
+    each with half the work, take at most three quarters of the wide tiles' waves over the
+    SMs. Where N is at most 128 the two tilings have as many blocks, so the narrow one always;
+    elsewhere it has about twice the blocks: up to half as many wide tiles as SMs (one wave of
+    half-length blocks instead of one of full ones), and from one to one and a half times as
+    many (three half-length waves instead of two full ones)."""
+    if p.N <= WGMMA_NARROW_TILE[1]:
+        return WGMMA_NARROW_TILE
     waves_wide = ceil_div(wgmma_tiles(p), p.multiprocessors)
     half_waves_small = ceil_div(wgmma_tiles(p, WGMMA_SMALL_TILE), p.multiprocessors)
     return WGMMA_SMALL_TILE if 2 * half_waves_small <= 3 * waves_wide else WGMMA_TILE
@@ -338,9 +344,13 @@ def plan_split_k(p: Problem) -> Shape:
 
 
 def split_k_tile(p: Problem) -> tuple[int, int]:
-    """split_k's tile of C: 128 x 128 where N is at most 128 (as many blocks as 128 x 256
-    tiles, none multiplying columns of zeros), else 128 x 256."""
-    return WGMMA_SMALL_TILE if p.N <= WGMMA_SMALL_TILE[1] else WGMMA_TILE
+    """split_k's tile of C: the narrowest that covers N, 128 x 64 or 128 x 128 where N is at
+    most 64 or 128 (as many blocks as 128 x 256 tiles, none multiplying columns of zeros),
+    else 128 x 256."""
+    for tile in (WGMMA_NARROW_TILE, WGMMA_SMALL_TILE):
+        if p.N <= tile[1]:
+            return tile
+    return WGMMA_TILE
 
 
 def split_k_sum_instance(compute: numpy.dtype) -> str:
@@ -418,7 +428,8 @@ LADDER = Ladder("matmul", (
                precision="float32 only with precision='tf32'")),
     Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
                   "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
-                  "leave SMs idle or N is at most 128), loads and math in separate warps",
+                  "leave SMs idle, 128x128 or 128x64 where N is that narrow), loads and math "
+                  "in separate warps",
          WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", tuple(WGMMA_STAGES)),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
