@@ -248,6 +248,10 @@ def _matmul_problems():
                                                            (75, 80, 90)):
             yield matmul_rungs.Problem(2, 64, 64, K, result, precision, capability, 132)
             yield matmul_rungs.Problem(2, 64, 128, K, result, precision, capability, 132)
+            yield matmul_rungs.Problem(2, 1024, 1024, K, result, precision, capability, 132)
+            yield matmul_rungs.Problem(2, 256, 100, K, result, precision, capability, 132)
+            # M of at most 64 with 128 x 256 tiles (320 of them)
+            yield matmul_rungs.Problem(2, 64, 40960, K, result, precision, capability, 132)
             # Enough tiles of C for wgmma's 128 x 256 tile (fewer take 128 x 128).
             yield matmul_rungs.Problem(2, 4096, 4096, K, result, precision, capability, 132)
 

@@ -72,6 +72,9 @@ SHAPES = [
     ((1100, 72), (72, 8200)),
     # The 128 x 64 tile (N of at most 64): several row tiles, N whole and ragged.
     ((520, 300), (300, 64)), ((2, 300, 140), (140, 56)),
+    # 64-row tiles (M of at most 64), the consumer warpgroups splitting the columns: 64 x 128
+    # (batched, N ragged) and 64 x 256 (258 wide tiles, N ragged).
+    ((3, 50, 300), (300, 520)), ((40, 200), (200, 66000)),
 ]
 
 
@@ -245,7 +248,7 @@ def test_bfloat16_tensors_from_torch_through_dlpack(rng):
 # --- split_k ----------------------------------------------------------------------------------------
 
 SPLIT_SHAPES = [((128, 8192), (8192, 64)), ((3, 100, 3000), (3000, 70)), ((64, 5000), (2, 5000, 33)),
-                ((1, 4100), (4100, 300))]
+                ((1, 4100), (4100, 300)), ((48, 6000), (6000, 200)), ((16, 6000), (6000, 100))]
 
 
 @pytest.mark.parametrize("kind", KINDS)

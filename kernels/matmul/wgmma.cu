@@ -19,11 +19,13 @@
 // layout below by static_assert):
 //   threads per block      : THREADS = 384 (3 warpgroups)             GK_WG_THREADS
 //   block tile of C        : BM x BN = 128 x 256; 128 x 128 where 256-column tiles leave SMs
-//                            idle or N <= 128; 128 x 64 where N <= 64  GK_WG_BM, gk_wg_shape
+//                            idle or N <= 128; 128 x 64 where N <= 64; BM = 64 where M <= 64
+//                            and BN is 256 or 128                     gk_wg_shape
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8
-//   stages                 : STAGES = 4 (BN = 256), 6 (BN = 128) or 8 (BN = 64)
+//   stages                 : BM = 128: 4 (BN = 256), 6 (BN = 128) or 8 (BN = 64);
+//                            BM = 64: 5 (BN = 256) or 8 (BN = 128)
 //   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 1024 (for alignment)
 //   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
 //   M, N, K                : below 2^31 (the host checks); K > 0 (K = 0 needs no kernel).
@@ -37,31 +39,35 @@ struct alignas(64) gk_tensor_map {
 };
 
 constexpr int GK_WG_THREADS = 384;
-constexpr int GK_WG_BM = 128;
-constexpr int GK_WG_ROW_BYTES = 128;                       // K extent of a stage: 128 bytes
-constexpr int GK_WG_A_BYTES = GK_WG_BM * GK_WG_ROW_BYTES;  // 16 KiB
+constexpr int GK_WG_ROW_BYTES = 128;  // K extent of a stage: 128 bytes
 constexpr int GK_WG_GROUP = 8;
 
-// The tile's width BN (256; 128 where 256-column tiles leave SMs idle or N <= 128; 64 where
-// N <= 64) and the ring's stages: every size that follows from them.
-template <int BN_, int STAGES_>
+// The tile, BM x BN, and the ring's stages: every size that follows from them. BM = 128: the
+// two consumer warpgroups take rows 0-63 and 64-127, all BN columns each. BM = 64 (M of at
+// most 64, where rows 64-127 would be zeros): both take the 64 rows, and half the columns
+// each (SPLIT_N).
+template <int BM_, int BN_, int STAGES_>
 struct gk_wg_shape {
-    static constexpr int BN = BN_, STAGES = STAGES_;
-    static constexpr int B_BYTES = BN * GK_WG_ROW_BYTES;  // 32, 16 or 8 KiB
-    static constexpr int STAGE_BYTES = GK_WG_A_BYTES + B_BYTES;
+    static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_;
+    static constexpr bool SPLIT_N = BM == 64;
+    static constexpr int WG_COLS = SPLIT_N ? BN / 2 : BN;  // columns of one consumer warpgroup
+    static constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;   // 16 or 8 KiB
+    static constexpr int B_BYTES = BN * GK_WG_ROW_BYTES;   // 32, 16 or 8 KiB
+    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // and 1 KiB to align them
-    static constexpr int SUMS = BN / 2;  // float32 sums per consumer thread: 64 rows x BN / 128
+    static constexpr int SUMS = WG_COLS / 2;  // float32 sums per consumer thread: 64 x WG_COLS / 128
 };
 
 // Whether a Hopper kernel's template geometry (the host's, from ops/matmul/rungs.py) is one
-// this code is written for: 128 x 256 tiles in 4 stages of 48 KiB, 128 x 128 in 6 of 32, or
-// 128 x 64 in 8 of 24.
+// this code is written for: 128 x 256 tiles in 4 stages of 48 KiB, 128 x 128 in 6 of 32,
+// 128 x 64 in 8 of 24, 64 x 256 in 5 of 40, or 64 x 128 in 8 of 24.
 template <int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __device__ constexpr bool gk_wg_geometry() {
-    return THREADS == GK_WG_THREADS && BM == GK_WG_BM &&
-           ((BN == 256 && STAGES == 4) || (BN == 128 && STAGES == 6) ||
-            (BN == 64 && STAGES == 8)) &&
-           SHARED_BYTES == gk_wg_shape<BN, STAGES>::SMEM_BYTES && SHARED_BYTES <= 227 * 1024;
+    return THREADS == GK_WG_THREADS &&
+           ((BM == 128 && BN == 256 && STAGES == 4) || (BM == 128 && BN == 128 && STAGES == 6) ||
+            (BM == 128 && BN == 64 && STAGES == 8) || (BM == 64 && BN == 256 && STAGES == 5) ||
+            (BM == 64 && BN == 128 && STAGES == 8)) &&
+           SHARED_BYTES == gk_wg_shape<BM, BN, STAGES>::SMEM_BYTES && SHARED_BYTES <= 227 * 1024;
 }
 
 // --- inline PTX (sm_90a) -------------------------------------------------------------------------
@@ -226,7 +232,8 @@ __device__ __forceinline__ void gk_wg_named_barrier(int id, int count) {
 // 8i + 2t + 1 (t = lane % 4) in d[4i .. 4i + 3]. Stored straight from those registers, a warp
 // instruction writes 16 bytes into each of 8 rows: half-used sectors, and 64 instructions a
 // thread for a 128 x 256 half-precision tile. Here each warpgroup first writes its 64 rows
-// into the stage buffers (free once both warpgroups' products are done: the named barrier),
+// (of WG_COLS columns) into the stage buffers (free once both warpgroups' products are done:
+// the named barrier),
 // rows padded by 8 elements so that the 32 lanes' pairs fall in 32 distinct banks, then a
 // warp writes 512 contiguous bytes of a row per instruction, 16 bytes a lane (element by
 // element where a row of C is not 16-byte aligned).
@@ -234,10 +241,10 @@ template <typename Out, typename Shape>
 __device__ __forceinline__ void gk_wg_store_tile(const float (&d)[Shape::SUMS],
                                                  Out* __restrict__ Cb, int M, int N, int m0,
                                                  int n0, int warpgroup, unsigned smem) {
-    constexpr int BN = Shape::BN;
-    constexpr int PITCH = BN + 8;                 // elements per staged row
+    constexpr int COLS = Shape::WG_COLS;          // this warpgroup's columns
+    constexpr int PITCH = COLS + 8;               // elements per staged row
     constexpr int CHUNK = 16 / (int)sizeof(Out);  // elements per 16-byte store
-    constexpr int CHUNKS = BN / CHUNK;            // per row
+    constexpr int CHUNKS = COLS / CHUNK;          // per row
     static_assert(2 * 64 * PITCH * sizeof(Out) <= Shape::STAGES * Shape::STAGE_BYTES,
                   "both warpgroups' rows fit in the stage buffers");
     static_assert(PITCH * sizeof(Out) % 16 == 0, "staged rows stay 16-byte aligned");
@@ -252,16 +259,17 @@ __device__ __forceinline__ void gk_wg_store_tile(const float (&d)[Shape::SUMS],
     for (int h = 0; h < 2; ++h) {
         Out* const row = staged + (w * 16 + h * 8 + g) * PITCH + 2 * t;
 #pragma unroll
-        for (int i = 0; i < BN / 8; ++i)
+        for (int i = 0; i < COLS / 8; ++i)
             gk_mma_store2(row + 8 * i, d[4 * i + 2 * h], d[4 * i + 2 * h + 1], true, true, true);
     }
     gk_wg_named_barrier(1 + warpgroup, 128);  // this warpgroup's rows are staged
 
     const bool whole = N % CHUNK == 0 && (reinterpret_cast<u64>(Cb) & 15) == 0;
-    const int first_row = m0 + (warpgroup - 1) * 64;
+    const int first_row = m0 + (Shape::SPLIT_N ? 0 : (warpgroup - 1) * 64);
+    const int first_col = n0 + (Shape::SPLIT_N ? (warpgroup - 1) * COLS : 0);
 #pragma unroll 4
     for (int c = threadIdx.x & 127; c < 64 * CHUNKS; c += 128) {
-        const int r = c / CHUNKS, n = n0 + c % CHUNKS * CHUNK;
+        const int r = c / CHUNKS, n = first_col + c % CHUNKS * CHUNK;
         const int m = first_row + r;
         if (m >= M || n >= N) continue;
         const Out* const from = staged + r * PITCH + c % CHUNKS * CHUNK;
@@ -309,7 +317,7 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
             for (int i = 0; i < steps; ++i) {
                 const int s = i % STAGES, k = (k_begin + i) * BK;
                 if (i >= STAGES) gk_wg_bar_wait(empty0 + 8 * s, (i / STAGES - 1) & 1);
-                const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
+                const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + Shape::A_BYTES;
                 const unsigned bar = full0 + 8 * s;
                 gk_wg_bar_expect(bar, STAGE_BYTES);
                 gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
@@ -324,16 +332,23 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
             }
         }
     } else {
-        // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127.
+        // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127;
+        // with SPLIT_N both multiply rows 0-63, warpgroup 2 the second half of the columns.
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         float d[Shape::SUMS];
 #pragma unroll
         for (int i = 0; i < Shape::SUMS; ++i) d[i] = 0.0f;
-        const unsigned a_rows = (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
+        const unsigned a_rows = Shape::SPLIT_N ? 0 : (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
+        // This warpgroup's first column of B: whole 64-column boxes of 8 KiB (16-bit B,
+        // N-contiguous), or rows of 128 bytes (TF32's transposed B).
+        const int b_col = Shape::SPLIT_N ? (warpgroup - 1) * Shape::WG_COLS : 0;
+        const unsigned b_cols = B_MN_MAJOR ? b_col / 64 * 64 * GK_WG_ROW_BYTES
+                                           : b_col * GK_WG_ROW_BYTES;
         for (int i = 0; i < steps; ++i) {
             const int s = i % STAGES;
             gk_wg_bar_wait(full0 + 8 * s, (i / STAGES) & 1);
-            const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + GK_WG_A_BYTES;
+            const unsigned a_tile = smem + s * STAGE_BYTES,
+                           b_tile = a_tile + Shape::A_BYTES + b_cols;
             gk_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < GK_WG_ROW_BYTES / K_STEP_BYTES; ++kk) {
@@ -361,13 +376,13 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
 
 // The tile of C that block column `tile` covers: groups of GK_WG_GROUP row tiles, column tiles
 // within a group, rows fastest.
-template <int BN>
+template <int BM, int BN>
 __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int tiles_n, int& m0,
                                                   int& n0) {
     const int per_group = GK_WG_GROUP * tiles_n;
     const int first_m = tile / per_group * GK_WG_GROUP;
     const int rows_here = min(tiles_m - first_m, GK_WG_GROUP);
-    m0 = (first_m + tile % per_group % rows_here) * GK_WG_BM;
+    m0 = (first_m + tile % per_group % rows_here) * BM;
     n0 = tile % per_group / rows_here * BN;
 }
 
@@ -397,7 +412,9 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 //    of full), the host takes 128 x 128 tiles (m64n128 products, 64 sums a thread, 6 stages
 //    of 32 KiB): twice the blocks, each with half the work (NOTES 94). Where N is at most 128
 //    or 64, the narrowest tile that covers it (128 x 64: m64n64, 8 stages of 24 KiB), so no
-//    product multiplies columns of zeros (NOTES 97, 101).
+//    product multiplies columns of zeros (NOTES 97, 101). Where M is at most 64, 64-row tiles
+//    whose two consumer warpgroups split the columns (SPLIT_N), so neither multiplies rows of
+//    zeros (NOTES 102).
 // Accumulation order is fixed (increasing k, no atomics): results are bitwise reproducible on
 // one GPU model. Measured (H100, held / per call, of cuBLAS; NOTES 94-95): 8192^3 0.96 / 0.96,
 // 4096^3 0.94 / 0.94, 2048^3 0.99 / 1.17, 1024^3 0.81 / 1.18 (0.54 with 128 x 256 tiles only);
@@ -413,9 +430,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     int m0, n0;
-    gk_wg_tile_origin<BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
+    gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
     const int matrix = blockIdx.y;
-    gk_wg_block<T, T, gk_wg_shape<BN, STAGES>>(a_map, b_map, C + (i64)matrix * M * N, M, N, m0,
+    gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>>(a_map, b_map, C + (i64)matrix * M * N, M, N, m0,
                                                n0, a_batched ? matrix : 0,
                                                b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
 #else
@@ -447,11 +464,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     int m0, n0;
-    gk_wg_tile_origin<BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
+    gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
     const int matrix = blockIdx.y, split = blockIdx.z;
     const int k_begin = split * k_steps;
     const int k_end = min(k_begin + k_steps, (K + BK - 1) / BK);  // an empty slice stores zeros
-    gk_wg_block<T, float, gk_wg_shape<BN, STAGES>>(
+    gk_wg_block<T, float, gk_wg_shape<BM, BN, STAGES>>(
         a_map, b_map, partial + ((i64)split * gridDim.y + matrix) * M * N, M, N, m0, n0,
         a_batched ? matrix : 0, b_batched ? matrix : 0, k_begin, max(k_begin, k_end));
 #else

@@ -93,7 +93,7 @@ class Shape:
 
     def instance(self, index: str, aligned: bool) -> str:
         if self.rung.name in HOPPER_RUNGS:  # one instance per type and tile width
-            return hopper_instance(self.rung.name, self.compute, self.tile[1])
+            return hopper_instance(self.rung.name, self.compute, self.tile)
         return _INSTANCE[self.rung.name](self.compute, index, aligned and self.aligned_flag)
 
 
@@ -224,29 +224,32 @@ def plan_mma(p: Problem) -> Shape:
 WGMMA_THREADS = 384  # a producer warpgroup and two consumers
 WGMMA_TILE = (128, 256)
 WGMMA_ROW_BYTES = 128  # the K extent of a stage: 128 bytes, the swizzle span
-#: Stages of the ring by tile width: 4 of 48 KiB for 256 columns, 6 of 32 KiB for 128, 8 of
-#: 24 KiB for 64.
-WGMMA_STAGES = {256: 4, 128: 6, 64: 8}
+#: Stages of the ring by tile (rows, columns): for 128 rows 4 of 48 KiB (256 columns), 6 of
+#: 32 KiB (128) or 8 of 24 KiB (64); for 64 rows 5 of 40 KiB (256) or 8 of 24 KiB (128).
+WGMMA_STAGES = {(128, 256): 4, (128, 128): 6, (128, 64): 8, (64, 256): 5, (64, 128): 8}
+#: Rows of the Hopper rungs' tile where M is at most that many (NOTES 102): its two consumer
+#: warpgroups split the columns instead of the rows.
+WGMMA_SHORT_ROWS = 64
 #: wgmma's narrower tile, where 128 x 256 tiles would leave SMs idle (NOTES 94).
 WGMMA_SMALL_TILE = (128, 128)
 #: The Hopper rungs' tile where N is at most 64 (NOTES 101).
 WGMMA_NARROW_TILE = (128, 64)
 
 
-def wgmma_shared_bytes(tile_cols: int) -> int:
+def wgmma_shared_bytes(tile: tuple[int, int]) -> int:
     """The stages of A and B tiles, and 1 KiB to align them to 1024 bytes."""
-    return WGMMA_STAGES[tile_cols] * (WGMMA_TILE[0] + tile_cols) * WGMMA_ROW_BYTES + 1024
+    return WGMMA_STAGES[tile] * (tile[0] + tile[1]) * WGMMA_ROW_BYTES + 1024
 
 
 #: float16 and bfloat16 B is read N-contiguous in boxes of 64 rows of 64 columns.
 WGMMA_F16_B_BOX = 64
 
 
-def hopper_instance(name: str, compute: numpy.dtype, tile_cols: int) -> str:
-    """An instance of a Hopper rung: one per type and tile width (32-bit indices; TMA reads
-    any layout)."""
-    return (f"matmul_{name}<{TENSOR_CORE_C_TYPES[compute]}, {WGMMA_THREADS}, {WGMMA_TILE[0]}, "
-            f"{tile_cols}, {WGMMA_STAGES[tile_cols]}, {wgmma_shared_bytes(tile_cols)}>")
+def hopper_instance(name: str, compute: numpy.dtype, tile: tuple[int, int]) -> str:
+    """An instance of a Hopper rung: one per type and tile (32-bit indices; TMA reads any
+    layout)."""
+    return (f"matmul_{name}<{TENSOR_CORE_C_TYPES[compute]}, {WGMMA_THREADS}, {tile[0]}, "
+            f"{tile[1]}, {WGMMA_STAGES[tile]}, {wgmma_shared_bytes(tile)}>")
 
 
 def wgmma_fits(p: Problem) -> bool:
@@ -280,10 +283,19 @@ def wgmma_tile(p: Problem) -> tuple[int, int]:
     return WGMMA_SMALL_TILE if 2 * half_waves_small <= 3 * waves_wide else WGMMA_TILE
 
 
+def _short_rows(p: Problem, tile: tuple[int, int]) -> tuple[int, int]:
+    """``tile`` with 64 rows where M is at most 64 and the tile is 256 or 128 columns wide:
+    the rows 64-127 of a 128-row tile would be zeros, multiplied by one of the two consumer
+    warpgroups; with 64 rows they split the columns."""
+    if p.M <= WGMMA_SHORT_ROWS and (WGMMA_SHORT_ROWS, tile[1]) in WGMMA_STAGES:
+        return (WGMMA_SHORT_ROWS, tile[1])
+    return tile
+
+
 def plan_wgmma(p: Problem) -> Shape:
     compute = _check_hopper(p, "wgmma")
-    tile = wgmma_tile(p)
-    return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile[1]),
+    tile = _short_rows(p, wgmma_tile(p))
+    return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
                  compute, False)
 
 
@@ -338,8 +350,8 @@ def split_k_slices(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
 def plan_split_k(p: Problem) -> Shape:
     compute = _check_hopper(p, "split_k")
     splits, k_steps = split_k_slices(p, compute)
-    tile = split_k_tile(p)
-    return Shape(LADDER["split_k"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile[1]),
+    tile = _short_rows(p, split_k_tile(p))
+    return Shape(LADDER["split_k"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
                  compute, False, splits=splits, k_steps=k_steps)
 
 
@@ -395,11 +407,11 @@ def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tup
                  for index in indexes for c in TENSOR_CORE_C_TYPES)
 
 
-def _hopper_groups(name: str, tile_widths: tuple) -> tuple:
-    """The Hopper rungs' instances per type, each tile width (the keys of WGMMA_STAGES):
-    float16 and TF32 at import, bfloat16 on first use."""
+def _hopper_groups(name: str, tiles: tuple) -> tuple:
+    """The Hopper rungs' instances per type, each tile (the keys of WGMMA_STAGES): float16
+    and TF32 at import, bfloat16 on first use."""
     return tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]}",
-                                  [hopper_instance(name, c, width) for width in tile_widths],
+                                  [hopper_instance(name, c, tile) for tile in tiles],
                                   eager=c != BFLOAT16)
                  for c in TENSOR_CORE_C_TYPES)
 
@@ -428,8 +440,8 @@ LADDER = Ladder("matmul", (
                precision="float32 only with precision='tf32'")),
     Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
                   "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
-                  "leave SMs idle, 128x128 or 128x64 where N is that narrow), loads and math "
-                  "in separate warps",
+                  "leave SMs idle, 128x128 or 128x64 where N is that narrow, 64 rows where M is "
+                  "at most 64), loads and math in separate warps",
          WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", tuple(WGMMA_STAGES)),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
