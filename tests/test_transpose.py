@@ -286,10 +286,13 @@ def test_transpose_vector_every_instance(itemsize, config, skew, shape, batch, r
 # first also storing what precedes each output row's first segment and the last what follows its
 # last: for int8 288 rows are one tile (both edges), 289 two, 545 and 800 three (800 x 385 with
 # interior tiles between the edges); for float16 144 rows one, 145 two, 272 two, 273 three.
+# From 2 to WORDS_SIDE_BY_SIDE_MAX (16) row tiles a column tile's row tiles are launched side by
+# side along x, past 16 along y: float16 2064 rows are 16 tiles, 2065 rows 17; int8 4128 and 4129.
 WORD_SHAPES = [(1, 1), (1, 3), (3, 1), (5, 7), (16, 200), (17, 200), (31, 33), (33, 31),
                (129, 65), (144, 70), (145, 70), (255, 129), (7, 130), (257, 127), (272, 99),
                (273, 99), (288, 300), (289, 145), (300, 67), (513, 385), (545, 200),
-               (600, 143), (600, 144), (800, 385), (1000, 1001)]
+               (600, 143), (600, 144), (800, 385), (1000, 1001), (2064, 70), (2065, 70),
+               (4128, 67), (4129, 67)]
 WORD_VIEWS = {
     "contiguous": lambda base, shape: base[:shape[0], :shape[1]],
     "offset": lambda base, shape: base[1:shape[0] + 1, 1:shape[1] + 1],

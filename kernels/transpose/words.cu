@@ -39,6 +39,13 @@
 //    the last tile, which reaches the last row, the ones after its segments. That is
 //    max(1, ceil((rows - SECTOR / E) / TR)) tiles. (An extra, nearly empty row of tiles before
 //    row 0 held those f elements before: 3 row tiles for 255 float16 rows instead of 2.)
+//  * Side by side: where an output row ends inside a 32-byte sector, the last row tile writes
+//    the sector's first part and the first row tile its second. With row tiles along y, the
+//    two parts were written half a launch apart, the L2 had written the first back by then,
+//    and the DRAM got both as partial sectors (a read-modify-write each); with few rows (255:
+//    one sector in 16) that cost a quarter. So with 2 to 16 row tiles the host launches them
+//    side by side along x, a column tile's row tiles next to each other (the kernel tells by
+//    a grid of more blocks along x than column tiles), and the parts meet in the L2.
 // The tile is 128 bytes of input columns by 256 bytes of output rows (256 x 128 int8 or
 // 128 x 64 float16, plus 31 or 15 staged rows). Edges: words past a row's last column are
 // assembled from element loads, and output words not wholly inside the output row from element
@@ -51,13 +58,15 @@
 // between a tile's load and store phases at 4 blocks per SM, not the instructions it issues
 // (benchmarks/NOTES.md, item 31).
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with
-// 256 threads: grid (ceil(cols / TC), row tiles (grid-stride), batch).
+// 256 threads: grid (ceil(cols / TC), row tiles (grid-stride), batch), or (ceil(cols / TC) *
+// row tiles, 1, batch) side by side.
 // Measured on an H100 (8191 x 8193, ratio to a device copy): int8 0.83 and float16 0.90,
 // against 0.45 and 0.72 with V = 1 (benchmarks/NOTES.md, items 30 and 31); float16 0.92 with
 // whole-line loads (item 35). Tiles followed by less than a word of their rows take the checked
 // path (item 42): int8 0.77, float16 0.91 (2026-11-23).
 // Without the row of tiles before row 0 (item 84): (255, 513, 511) float16 to axes (1, 2, 0)
-// 0.58 -> 0.62 per call.
+// 0.58 -> 0.62 per call. Side by side (item 104), held: (255, 262143) float16 0.63 -> 0.82,
+// (511, 131071) 0.68 -> 0.86, (1023, 65535) 0.75 -> 0.87; 2047 rows and more unchanged.
 // ---------------------------------------------------------------------------------------------
 // Aligned word i of a row stretch that starts `shift` bytes into a word: the stretch's bytes
 // [4i - shift, 4i - shift + 4), of which the first `valid` exist in this tile. Read as one word
@@ -160,18 +169,25 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
 
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
     out += (Index)blockIdx.z * out_batch_stride;
-    const Index c0 = (Index)blockIdx.x * TC;
+    // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
+    constexpr int STAGED = WORDS * W;
+    const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
+    // The grid is a block per column tile along x and the row tiles along y, or (a grid of
+    // more blocks along x than column tiles) the row tiles of each column tile side by side.
+    const Index col_tiles = cols / TC + (cols % TC != 0);
+    const bool side_by_side = (Index)gridDim.x > col_tiles;
+    const Index col_tile = side_by_side ? (Index)blockIdx.x / row_tiles : (Index)blockIdx.x;
+    const Index first_tile_row = side_by_side ? (Index)blockIdx.x % row_tiles : (Index)blockIdx.y;
+    const Index tile_row_step = side_by_side ? row_tiles : (Index)gridDim.y;
+    const Index c0 = col_tile * TC;
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
     // Whole words may reach up to 3 bytes past the tile's columns: only where a word of the row
     // follows (else the last row's words could pass the array's end).
     const bool right_edge = ncols < TC || (cols - c0 - TC) * E < 4;
     const long long row_bytes = (long long)in_row_stride * E;  // signed
-    // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
-    constexpr int STAGED = WORDS * W;
-    const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
     unsigned* const lane_column = tile + lane * PITCH;  // + n * 32 * PITCH: tile column 32 n + lane
-    for (Index tile_row = blockIdx.y; tile_row < row_tiles; tile_row += gridDim.y) {
+    for (Index tile_row = first_tile_row; tile_row < row_tiles; tile_row += tile_row_step) {
         const Index r0 = tile_row * TR;  // first staged input row
         const bool first_tile = tile_row == 0, last_tile = tile_row == row_tiles - 1;
         const bool rows_inside = !right_edge && r0 + STAGED <= rows;    // loads without checks
@@ -278,7 +294,7 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
                 out_row[r0 + past] = (T)(column[past / W] >> (8 * E * (past % W)));
             }
         }
-        if (tile_row + gridDim.y < row_tiles) __syncthreads();  // before the next refill
+        if (tile_row + tile_row_step < row_tiles) __syncthreads();  // before the next refill
     }
 }
 
@@ -317,7 +333,9 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
 //    the last also storing the elements outside the segments: ceil((rows - 32) / 256) tiles
 //    (8193 x 8192: 32, against 34 with a tile before row 0, as transpose_words had until item
 //    84). The two edge tiles of a column run first, so that the grid does not end on them
-//    (8193 x 8192: +4%, 8191 x 8193: +1.5%; item 35).
+//    (8193 x 8192: +4%, 8191 x 8193: +1.5%; item 35). With 2 to 16 row tiles they run side by
+//    side, as in transpose_words (item 104, held: (511, 131071) int8 0.69 -> 0.79, (1023,
+//    65535) 0.75 -> 0.87, (2047, 32767) 0.85 -> 0.89).
 // Shared memory: 288 raw rows of 144 bytes (41472 bytes), then `low`, 128 columns of 41 words
 // (20992). `high`, the same size, lies over the first part's raw rows, which are dead once
 // the first part is transformed: 62464 bytes per block, so three blocks of 512 threads fit
@@ -330,7 +348,7 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
 // they trap): the rung needs compute capability 8.0, and `auto` takes rung 5 below that.
 // Needs in_col_stride == 1 (the host checks) and any row and batch strides. Launch with 512
 // threads, SHARED_BYTES of dynamic shared memory, grid (ceil(cols / 128),
-// max(1, ceil((rows - 32) / 256)) (grid-stride), batch).
+// max(1, ceil((rows - 32) / 256)) (grid-stride), batch), or side by side as transpose_words'.
 // Measured on an H100 through `bench transpose` (ratio to a device copy; benchmarks/NOTES.md,
 // items 32, 33 and 35): 8191 x 8193 0.92, 8193 x 8192 0.88, 4095 x 4097 0.80, 16385 x 16383
 // 0.88; transpose_words had 0.83, 0.83, 0.58 and 0.85 before item 35. For 2-byte
@@ -394,7 +412,16 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
     const long long array_end = (long long)reinterpret_cast<u64>(in + highest) + E;
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
     out += (Index)blockIdx.z * out_batch_stride;
-    const Index c0 = (Index)blockIdx.x * TC;
+    // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
+    const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
+    // The grid: as transpose_words' (column tiles along x and row tiles along y, or the row
+    // tiles of each column tile side by side along x).
+    const Index col_tiles = cols / TC + (cols % TC != 0);
+    const bool side_by_side = (Index)gridDim.x > col_tiles;
+    const Index col_tile = side_by_side ? (Index)blockIdx.x / row_tiles : (Index)blockIdx.x;
+    const Index first_step = side_by_side ? (Index)blockIdx.x % row_tiles : (Index)blockIdx.y;
+    const Index step_stride = side_by_side ? row_tiles : (Index)gridDim.y;
+    const Index c0 = col_tile * TC;
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
     const bool right_edge = ncols < TC || c0 + TC == cols;
@@ -402,10 +429,8 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
     const bool whole_chunks = (cols - c0) * E >= CHUNKS * 16;
     const long long row_bytes = (long long)in_row_stride * E;  // signed
     const long long tile_start = (long long)reinterpret_cast<u64>(in + c0);  // row 0's stretch
-    // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
-    const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
     const int copy_chunk = threadIdx.x % CHUNKS, copy_row = threadIdx.x / CHUNKS;
-    for (Index step = blockIdx.y; step < row_tiles; step += gridDim.y) {
+    for (Index step = first_step; step < row_tiles; step += step_stride) {
         // The two edge tiles (the last, then the first) first: they run longer than the
         // others and would otherwise be the grid's last blocks.
         const Index tile_row = step == 0 ? row_tiles - 1 : step - 1;
@@ -553,7 +578,7 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
                 }
             }
         }
-        if (step + gridDim.y < row_tiles) __syncthreads();  // before the next refill
+        if (step + step_stride < row_tiles) __syncthreads();  // before the next refill
     }
 }
 

@@ -222,6 +222,9 @@ WORDS_THREADS = 256
 #: transpose_words' (LOAD_GROUPS, MIN_BLOCKS) per item size: groups of 4 / itemsize rows a warp
 #: loads before using any, and the blocks per SM its registers are bounded for.
 WORDS_CONFIGS = {1: (3, 4), 2: (3, 8)}
+#: The most row tiles the word rungs run side by side (_word_grid): with few rows, the sector
+#: where an output row ends is written by two row tiles (benchmarks/NOTES.md, item 104).
+WORDS_SIDE_BY_SIDE_MAX = 16
 WORDS_ASYNC_ITEMSIZES = (1,)
 WORDS_ASYNC_THREADS = 512
 WORDS_ASYNC_CAPABILITY = 80  # cp.async
@@ -270,17 +273,24 @@ def _check_words(p: Problem, rung: str, itemsizes: tuple[int, ...]) -> None:
 def _word_grid(p: Problem) -> tuple[int, int, int]:
     """The word rungs' grid: a block per tile, where tile t stages rows [TR t, TR t + TR +
     SECTOR) and the last one reaches the last row, so there are max(1, ceil((rows - SECTOR) /
-    TR)) row tiles (SECTOR in elements; a grid-stride loop past gridDim.y's limit)."""
+    TR)) row tiles (SECTOR in elements). Column tiles along x and row tiles along y (a
+    grid-stride loop past gridDim.y's limit); with 2 to :data:`WORDS_SIDE_BY_SIDE_MAX` row
+    tiles, all along x, the row tiles of a column tile side by side, so that the two parts of
+    the sector where an output row ends and the next begins (written by the last row tile and
+    the first) meet in the L2 before it writes them back."""
     rows, cols = word_tile(p.itemsize)
     row_tiles = max(1, ceil_div(p.rows - SECTOR_BYTES // p.itemsize, rows))
-    return ceil_div(p.cols, cols), min(row_tiles, MAX_GRID_YZ), p.batch
+    col_tiles = ceil_div(p.cols, cols)
+    if 1 < row_tiles <= WORDS_SIDE_BY_SIDE_MAX and col_tiles * row_tiles <= MAX_GRID_X:
+        return col_tiles * row_tiles, 1, p.batch
+    return col_tiles, min(row_tiles, MAX_GRID_YZ), p.batch
 
 
 def plan_words(p: Problem) -> Launch:
     """A block per tile (:func:`_word_grid`)."""
     _check_words(p, "words", WORD_ITEMSIZES)
-    return Launch(WORDS_SOURCE, _words_instance(p.itemsize, p.index), _word_grid(p),
-                  (WORDS_THREADS, 1, 1))
+    return Launch(WORDS_SOURCE, _words_instance(p.itemsize, p.index),
+                  _word_grid(p), (WORDS_THREADS, 1, 1))
 
 
 def plan_words_async(p: Problem) -> Launch:
@@ -291,8 +301,8 @@ def plan_words_async(p: Problem) -> Launch:
                          f"{WORDS_ASYNC_CAPABILITY / 10:.1f} (cp.async); this GPU has "
                          f"{p.capability / 10:.1f}: use 'words' or 'auto'")
     shared = words_async_shared_bytes(p.itemsize)
-    return Launch(WORDS_SOURCE, _words_async_instance(p.itemsize, p.index), _word_grid(p),
-                  (WORDS_ASYNC_THREADS, 1, 1), shared)
+    return Launch(WORDS_SOURCE, _words_async_instance(p.itemsize, p.index),
+                  _word_grid(p), (WORDS_ASYNC_THREADS, 1, 1), shared)
 
 
 # --- rung 7: narrow (kernels/transpose/transpose.cu) ------------------------------------------------
