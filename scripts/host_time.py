@@ -37,26 +37,45 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    flat = cupy.random.default_rng(0).random(1000, dtype=cupy.float32)
-    square = flat[: 64 * 15].reshape(64, 15)
+    rng = cupy.random.default_rng(0)
+    flat = rng.random(1000, dtype=cupy.float32)
+    square = rng.random((64, 64), dtype=cupy.float32)
+    half = square.astype(cupy.float16)
     try:
         import torch
-        tflat, tsquare = torch.from_dlpack(flat), torch.from_dlpack(square)
+        tflat, tsquare, thalf = (torch.from_dlpack(x) for x in (flat, square, half))
     except ImportError:
         torch = None
     cases = []
-    for name, torch_name, kwargs in (("sum", "sum", {}), ("mean", "mean", {}),
+    # The table: matmul and transpose of 64 x 64, reductions of 1000 elements and
+    # along axis 1 of (64, 64); then the moments and arg-reductions.
+    for label, x, tx in (("64x64 float32", square, "tsquare"), ("64x64 float16", half, "thalf")):
+        cases.append((f"gk.matmul {label}", lambda x=x: gk.matmul(x, x)))
+        cases.append((f"cupy.matmul {label}", lambda x=x: cupy.matmul(x, x)))
+        if torch is not None:
+            t = tsquare if tx == "tsquare" else thalf
+            cases.append((f"torch.matmul {label}", lambda t=t: torch.matmul(t, t)))
+    cases.append(("gk.transpose 64x64 float32", lambda: gk.transpose(square)))
+    cases.append(("cupy.ascontiguousarray(x.T) 64x64", lambda: cupy.ascontiguousarray(square.T)))
+    if torch is not None:
+        cases.append(("torch x.T.contiguous() 64x64", lambda: tsquare.T.contiguous()))
+    for name, torch_name, kwargs in (("sum", "sum", {}), ("prod", "prod", {}),
+                                     ("min", "amin", {}), ("max", "amax", {}),
+                                     ("mean", "mean", {}),
                                      ("var", "var", {"correction": 0}),
                                      ("std", "std", {"correction": 0}),
-                                     ("argmax", "argmax", {}), ("max", "amax", {})):
+                                     ("argmax", "argmax", {})):
         cases.append((f"gk.{name} 1000 float32", lambda n=name: getattr(gk, n)(flat)))
-        cases.append((f"gk.{name} (64,15) axis=1",
-                      lambda n=name: getattr(gk, n)(square, axis=1)))
         cases.append((f"cupy.{name} 1000 float32", lambda n=name: getattr(cupy, n)(flat)))
         if torch is not None:
             cases.append((f"torch.{torch_name} 1000 float32",
                           lambda n=torch_name, k=kwargs: getattr(torch, n)(tflat, **k)))
-            cases.append((f"torch.{torch_name} (64,15) dim=1",
+        cases.append((f"gk.{name} (64,64) axis=1",
+                      lambda n=name: getattr(gk, n)(square, axis=1)))
+        cases.append((f"cupy.{name} (64,64) axis=1",
+                      lambda n=name: getattr(cupy, n)(square, axis=1)))
+        if torch is not None:
+            cases.append((f"torch.{torch_name} (64,64) dim=1",
                           lambda n=torch_name, k=kwargs: getattr(torch, n)(tsquare, dim=1, **k)))
     print(cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy", cupy.__version__,
           "torch", getattr(torch, "__version__", "-"))
