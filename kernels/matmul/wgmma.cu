@@ -419,7 +419,9 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 // one GPU model. Measured (H100, held / per call, of cuBLAS; NOTES 94-95): 8192^3 0.96 / 0.96,
 // 4096^3 0.94 / 0.94, 2048^3 0.99 / 1.17, 1024^3 0.81 / 1.18 (0.54 with 128 x 256 tiles only);
 // output-bound products (8192x64x3072) 0.82 / 1.02; geometric mean over the shape suite 0.75 /
-// 1.13; 0.20 held where a few tiles walk a long K (128x8192x64: rung 9's case).
+// 1.13; 0.20 held where a few tiles walk a long K (128x8192x64: rung 9's case). The 128 x 64
+// and 64-row tiles (H200, held, before -> after; NOTES 103): 2048x2048x64 0.55 -> 0.74,
+// 8192x1024x64 0.77 -> 0.98, 64x1536x4096 0.57 -> 0.76, 64x6144x8192 0.65 -> 1.02.
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,
@@ -449,10 +451,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 // T. Every sum has one order whatever the timing (no atomics): results are bitwise
 // reproducible, and as accurate as rung 8's (float32 sums, one rounding). The cost is the
 // workspace's round trip, splits x M x N x 4 bytes written and read, mostly in L2 at the sizes
-// where the host picks this rung. Where N is at most 128 its tile is 128 x 128 (NOTES 97).
+// where the host picks this rung. Where N is at most 128 its tile is 128 x 128, 128 x 64 where
+// N is at most 64, and 64 rows where M is at most 64, as rung 8's (NOTES 97, 101, 102).
 // Measured (H100, held, of cuBLAS, rung 8 -> this rung; NOTES 62, 97): 128x8192x64 0.20 ->
 // 0.73, 512x8192x96 0.27 -> 0.93, 64x8192x768 0.25 -> 0.69, decode 1x8192x8192 0.61 -> 0.89;
 // 1024^3 0.80 -> 0.46 (the workspace and the second launch cost more than the slices save).
+// With the narrower tiles (H200, held; NOTES 103): 128x8192x64 0.73 -> 0.87, 64x8192x768
+// 0.62 -> 0.78, decode 1x8192x8192 0.88 -> 0.99 and 16x8192x8192 0.92 -> 0.98.
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_split_k(const __grid_constant__ gk_tensor_map a_map,
