@@ -137,6 +137,22 @@ __device__ __forceinline__ void gk_block_transpose(const unsigned (&rows)[W],
 #define GK_MAX_BLOCKS_OF_256 8
 #endif
 
+// The word rungs' grid (the host's _word_grid): a block per column tile along x and the row
+// tiles along y, or (a grid of more blocks along x than column tiles) the row tiles of each
+// column tile side by side along x. This block's column tile, its first row tile, and the step
+// from one of its row tiles to the next.
+template <typename Index>
+struct GkWordGrid {
+    Index col_tile, first_row_tile, row_tile_step;
+    __device__ __forceinline__ GkWordGrid(Index cols, int tile_cols, Index row_tiles) {
+        const Index col_tiles = cols / tile_cols + (cols % tile_cols != 0);
+        const bool side_by_side = (Index)gridDim.x > col_tiles;
+        col_tile = side_by_side ? (Index)blockIdx.x / row_tiles : (Index)blockIdx.x;
+        first_row_tile = side_by_side ? (Index)blockIdx.x % row_tiles : (Index)blockIdx.y;
+        row_tile_step = side_by_side ? row_tiles : (Index)gridDim.y;
+    }
+};
+
 // The tiles of transpose_words and transpose_words_async: 128 bytes of input columns
 // by 256 bytes of output rows, with SECTOR (32) bytes of extra rows, in words of W elements.
 template <typename T>
@@ -172,14 +188,8 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
     // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
     constexpr int STAGED = WORDS * W;
     const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
-    // The grid is a block per column tile along x and the row tiles along y, or (a grid of
-    // more blocks along x than column tiles) the row tiles of each column tile side by side.
-    const Index col_tiles = cols / TC + (cols % TC != 0);
-    const bool side_by_side = (Index)gridDim.x > col_tiles;
-    const Index col_tile = side_by_side ? (Index)blockIdx.x / row_tiles : (Index)blockIdx.x;
-    const Index first_tile_row = side_by_side ? (Index)blockIdx.x % row_tiles : (Index)blockIdx.y;
-    const Index tile_row_step = side_by_side ? row_tiles : (Index)gridDim.y;
-    const Index c0 = col_tile * TC;
+    const GkWordGrid<Index> grid(cols, TC, row_tiles);
+    const Index c0 = grid.col_tile * TC;
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
     // Whole words may reach up to 3 bytes past the tile's columns: only where a word of the row
@@ -187,7 +197,8 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
     const bool right_edge = ncols < TC || (cols - c0 - TC) * E < 4;
     const long long row_bytes = (long long)in_row_stride * E;  // signed
     unsigned* const lane_column = tile + lane * PITCH;  // + n * 32 * PITCH: tile column 32 n + lane
-    for (Index tile_row = first_tile_row; tile_row < row_tiles; tile_row += tile_row_step) {
+    for (Index tile_row = grid.first_row_tile; tile_row < row_tiles;
+         tile_row += grid.row_tile_step) {
         const Index r0 = tile_row * TR;  // first staged input row
         const bool first_tile = tile_row == 0, last_tile = tile_row == row_tiles - 1;
         const bool rows_inside = !right_edge && r0 + STAGED <= rows;    // loads without checks
@@ -294,7 +305,7 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
                 out_row[r0 + past] = (T)(column[past / W] >> (8 * E * (past % W)));
             }
         }
-        if (tile_row + tile_row_step < row_tiles) __syncthreads();  // before the next refill
+        if (tile_row + grid.row_tile_step < row_tiles) __syncthreads();  // before the next refill
     }
 }
 
@@ -414,14 +425,8 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
     out += (Index)blockIdx.z * out_batch_stride;
     // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
     const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
-    // The grid: as transpose_words' (column tiles along x and row tiles along y, or the row
-    // tiles of each column tile side by side along x).
-    const Index col_tiles = cols / TC + (cols % TC != 0);
-    const bool side_by_side = (Index)gridDim.x > col_tiles;
-    const Index col_tile = side_by_side ? (Index)blockIdx.x / row_tiles : (Index)blockIdx.x;
-    const Index first_step = side_by_side ? (Index)blockIdx.x % row_tiles : (Index)blockIdx.y;
-    const Index step_stride = side_by_side ? row_tiles : (Index)gridDim.y;
-    const Index c0 = col_tile * TC;
+    const GkWordGrid<Index> grid(cols, TC, row_tiles);
+    const Index c0 = grid.col_tile * TC;
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
     const bool right_edge = ncols < TC || c0 + TC == cols;
@@ -430,7 +435,7 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
     const long long row_bytes = (long long)in_row_stride * E;  // signed
     const long long tile_start = (long long)reinterpret_cast<u64>(in + c0);  // row 0's stretch
     const int copy_chunk = threadIdx.x % CHUNKS, copy_row = threadIdx.x / CHUNKS;
-    for (Index step = first_step; step < row_tiles; step += step_stride) {
+    for (Index step = grid.first_row_tile; step < row_tiles; step += grid.row_tile_step) {
         // The two edge tiles (the last, then the first) first: they run longer than the
         // others and would otherwise be the grid's last blocks.
         const Index tile_row = step == 0 ? row_tiles - 1 : step - 1;
@@ -578,7 +583,7 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
                 }
             }
         }
-        if (step + step_stride < row_tiles) __syncthreads();  // before the next refill
+        if (step + grid.row_tile_step < row_tiles) __syncthreads();  // before the next refill
     }
 }
 
