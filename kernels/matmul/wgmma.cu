@@ -55,12 +55,11 @@ struct gk_wg_shape {
     static constexpr int B_BYTES = BN * GK_WG_ROW_BYTES;   // 32, 16 or 8 KiB
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // and 1 KiB to align them
-    static constexpr int SUMS = WG_COLS / 2;  // float32 sums per consumer thread: 64 x WG_COLS / 128
+    static constexpr int SUMS = WG_COLS / 2;  // float32 sums a consumer thread: 64 x WG_COLS / 128
 };
 
 // Whether a Hopper kernel's template geometry (the host's, from ops/matmul/rungs.py) is one
-// this code is written for: 128 x 256 tiles in 4 stages of 48 KiB, 128 x 128 in 6 of 32,
-// 128 x 64 in 8 of 24, 64 x 256 in 5 of 40, or 64 x 128 in 8 of 24.
+// this code is written for: a tile and its stages from the launch contract above.
 template <int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __device__ constexpr bool gk_wg_geometry() {
     return THREADS == GK_WG_THREADS &&
@@ -151,7 +150,7 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define GK_WG_REGS \
+#define GK_WG_REGS128 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
@@ -161,66 +160,36 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
-// d += A(64 x 16, K-major) @ B(16 x 256, MN-major), float16 operands, float32 sums.
-__device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_desc, gk_half) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" GK_WG_REGS
-                 "}, %128, %129, 1, 1, 1, 0, 1;\n"
-                 : GK_WG_D128
-                 : "l"(a_desc), "l"(b_desc));
-}
-// The same with bfloat16 operands.
-__device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_desc, gk_bfloat16) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" GK_WG_REGS
-                 "}, %128, %129, 1, 1, 1, 0, 1;\n"
-                 : GK_WG_D128
-                 : "l"(a_desc), "l"(b_desc));
-}
-// d += A(64 x 8, K-major) @ B(8 x 256, K-major), TF32 operands (float32 bits, low 13 mantissa
-// bits ignored), float32 sums.
-__device__ __forceinline__ void gk_wg_mma(float (&d)[128], u64 a_desc, u64 b_desc, float) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" GK_WG_REGS
-                 "}, %128, %129, 1, 1, 1;\n"
-                 : GK_WG_D128
-                 : "l"(a_desc), "l"(b_desc));
-}
-// The same three with B 128 columns wide (64 sums per thread).
-__device__ __forceinline__ void gk_wg_mma(float (&d)[64], u64 a_desc, u64 b_desc, gk_half) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" GK_WG_REGS64
-                 "}, %64, %65, 1, 1, 1, 0, 1;\n"
-                 : GK_WG_D64
-                 : "l"(a_desc), "l"(b_desc));
-}
-__device__ __forceinline__ void gk_wg_mma(float (&d)[64], u64 a_desc, u64 b_desc, gk_bfloat16) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" GK_WG_REGS64
-                 "}, %64, %65, 1, 1, 1, 0, 1;\n"
-                 : GK_WG_D64
-                 : "l"(a_desc), "l"(b_desc));
-}
-__device__ __forceinline__ void gk_wg_mma(float (&d)[64], u64 a_desc, u64 b_desc, float) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" GK_WG_REGS64
-                 "}, %64, %65, 1, 1, 1;\n"
-                 : GK_WG_D64
-                 : "l"(a_desc), "l"(b_desc));
-}
-// And with B 64 columns wide (32 sums per thread).
-__device__ __forceinline__ void gk_wg_mma(float (&d)[32], u64 a_desc, u64 b_desc, gk_half) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" GK_WG_REGS32
-                 "}, %32, %33, 1, 1, 1, 0, 1;\n"
-                 : GK_WG_D32
-                 : "l"(a_desc), "l"(b_desc));
-}
-__device__ __forceinline__ void gk_wg_mma(float (&d)[32], u64 a_desc, u64 b_desc, gk_bfloat16) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" GK_WG_REGS32
-                 "}, %32, %33, 1, 1, 1, 0, 1;\n"
-                 : GK_WG_D32
-                 : "l"(a_desc), "l"(b_desc));
-}
-__device__ __forceinline__ void gk_wg_mma(float (&d)[32], u64 a_desc, u64 b_desc, float) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {" GK_WG_REGS32
-                 "}, %32, %33, 1, 1, 1;\n"
-                 : GK_WG_D32
-                 : "l"(a_desc), "l"(b_desc));
-}
+// The three products of one width N of B (SUMS = N / 2 float32 sums a thread):
+// d += A(64 x 16, K-major) @ B(16 x N, MN-major) with float16 or bfloat16 operands, and
+// d += A(64 x 8, K-major) @ B(8 x N, K-major) with TF32 operands (float32 bits, low 13 mantissa
+// bits ignored); float32 sums. A and B are the operand numbers of the two descriptors.
+#define GK_WG_MMA_OF_WIDTH(N, SUMS, REGS, D, A, B)                                             \
+    __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc,       \
+                                              gk_half) {                                     \
+        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" REGS          \
+                     "}, %" #A ", %" #B ", 1, 1, 1, 0, 1;\n"                                  \
+                     : D                                                                     \
+                     : "l"(a_desc), "l"(b_desc));                                            \
+    }                                                                                        \
+    __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc,       \
+                                              gk_bfloat16) {                                 \
+        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" REGS        \
+                     "}, %" #A ", %" #B ", 1, 1, 1, 0, 1;\n"                                  \
+                     : D                                                                     \
+                     : "l"(a_desc), "l"(b_desc));                                            \
+    }                                                                                        \
+    __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc,       \
+                                              float) {                                       \
+        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" REGS         \
+                     "}, %" #A ", %" #B ", 1, 1, 1;\n"                                        \
+                     : D                                                                     \
+                     : "l"(a_desc), "l"(b_desc));                                            \
+    }
+GK_WG_MMA_OF_WIDTH(256, 128, GK_WG_REGS128, GK_WG_D128, 128, 129)
+GK_WG_MMA_OF_WIDTH(128, 64, GK_WG_REGS64, GK_WG_D64, 64, 65)
+GK_WG_MMA_OF_WIDTH(64, 32, GK_WG_REGS32, GK_WG_D32, 32, 33)
+#undef GK_WG_MMA_OF_WIDTH
 
 // Named barrier `id` over `count` threads (barrier 0 is __syncthreads's).
 __device__ __forceinline__ void gk_wg_named_barrier(int id, int count) {
@@ -232,11 +201,10 @@ __device__ __forceinline__ void gk_wg_named_barrier(int id, int count) {
 // 8i + 2t + 1 (t = lane % 4) in d[4i .. 4i + 3]. Stored straight from those registers, a warp
 // instruction writes 16 bytes into each of 8 rows: half-used sectors, and 64 instructions a
 // thread for a 128 x 256 half-precision tile. Here each warpgroup first writes its 64 rows
-// (of WG_COLS columns) into the stage buffers (free once both warpgroups' products are done:
-// the named barrier),
-// rows padded by 8 elements so that the 32 lanes' pairs fall in 32 distinct banks, then a
-// warp writes 512 contiguous bytes of a row per instruction, 16 bytes a lane (element by
-// element where a row of C is not 16-byte aligned).
+// (of WG_COLS columns) into the stage buffers, free once both warpgroups' products are done
+// (the named barrier), rows padded by 8 elements so that the 32 lanes' pairs fall in 32
+// distinct banks; then a warp writes 512 contiguous bytes of a row per instruction, 16 bytes
+// a lane (element by element where a row of C is not 16-byte aligned).
 template <typename Out, typename Shape>
 __device__ __forceinline__ void gk_wg_store_tile(const float (&d)[Shape::SUMS],
                                                  Out* __restrict__ Cb, int M, int N, int m0,
