@@ -137,19 +137,21 @@ __device__ __forceinline__ void gk_block_transpose(const unsigned (&rows)[W],
 #define GK_MAX_BLOCKS_OF_256 8
 #endif
 
-// The word rungs' grid (the host's _word_grid): a block per column tile along x and the row
-// tiles along y, or (a grid of more blocks along x than column tiles) the row tiles of each
-// column tile side by side along x. This block's column tile, its first row tile, and the step
-// from one of its row tiles to the next.
+// The word rungs' tiles and grid (the host's _word_grid). Row tile t stages input rows
+// [t TR, t TR + STAGED) and the last reaches the last row: row_tiles of them. A block per column
+// tile along x and the row tiles along y, or (a grid of more blocks along x than column tiles)
+// the row tiles of each column tile side by side along x. This block's column tile, and its
+// steps over the row tiles: first_step, first_step + step_stride, ... below row_tiles.
 template <typename Index>
 struct GkWordGrid {
-    Index col_tile, first_row_tile, row_tile_step;
-    __device__ __forceinline__ GkWordGrid(Index cols, int tile_cols, Index row_tiles) {
-        const Index col_tiles = cols / tile_cols + (cols % tile_cols != 0);
+    Index row_tiles, col_tile, first_step, step_stride;
+    __device__ __forceinline__ GkWordGrid(Index rows, Index cols, int TR, int TC, int STAGED) {
+        row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
+        const Index col_tiles = cols / TC + (cols % TC != 0);
         const bool side_by_side = (Index)gridDim.x > col_tiles;
         col_tile = side_by_side ? (Index)blockIdx.x / row_tiles : (Index)blockIdx.x;
-        first_row_tile = side_by_side ? (Index)blockIdx.x % row_tiles : (Index)blockIdx.y;
-        row_tile_step = side_by_side ? row_tiles : (Index)gridDim.y;
+        first_step = side_by_side ? (Index)blockIdx.x % row_tiles : (Index)blockIdx.y;
+        step_stride = side_by_side ? row_tiles : (Index)gridDim.y;
     }
 };
 
@@ -185,10 +187,9 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
 
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
     out += (Index)blockIdx.z * out_batch_stride;
-    // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
     constexpr int STAGED = WORDS * W;
-    const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
-    const GkWordGrid<Index> grid(cols, TC, row_tiles);
+    const GkWordGrid<Index> grid(rows, cols, TR, TC, STAGED);
+    const Index row_tiles = grid.row_tiles;
     const Index c0 = grid.col_tile * TC;
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
@@ -197,8 +198,7 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
     const bool right_edge = ncols < TC || (cols - c0 - TC) * E < 4;
     const long long row_bytes = (long long)in_row_stride * E;  // signed
     unsigned* const lane_column = tile + lane * PITCH;  // + n * 32 * PITCH: tile column 32 n + lane
-    for (Index tile_row = grid.first_row_tile; tile_row < row_tiles;
-         tile_row += grid.row_tile_step) {
+    for (Index tile_row = grid.first_step; tile_row < row_tiles; tile_row += grid.step_stride) {
         const Index r0 = tile_row * TR;  // first staged input row
         const bool first_tile = tile_row == 0, last_tile = tile_row == row_tiles - 1;
         const bool rows_inside = !right_edge && r0 + STAGED <= rows;    // loads without checks
@@ -305,7 +305,7 @@ transpose_words(const T* __restrict__ in, T* __restrict__ out, Index rows, Index
                 out_row[r0 + past] = (T)(column[past / W] >> (8 * E * (past % W)));
             }
         }
-        if (tile_row + grid.row_tile_step < row_tiles) __syncthreads();  // before the next refill
+        if (tile_row + grid.step_stride < row_tiles) __syncthreads();  // before the next refill
     }
 }
 
@@ -423,9 +423,8 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
     const long long array_end = (long long)reinterpret_cast<u64>(in + highest) + E;
     in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
     out += (Index)blockIdx.z * out_batch_stride;
-    // Tile t stages rows [t TR, t TR + STAGED): the last tile reaches the last row.
-    const Index row_tiles = rows > STAGED - TR ? (rows - (STAGED - TR) + TR - 1) / TR : 1;
-    const GkWordGrid<Index> grid(cols, TC, row_tiles);
+    const GkWordGrid<Index> grid(rows, cols, TR, TC, STAGED);
+    const Index row_tiles = grid.row_tiles;
     const Index c0 = grid.col_tile * TC;
     const int ncols = (int)(cols - c0 < TC ? cols - c0 : TC);
     const int nbytes = ncols * E;  // bytes of an input row inside this tile
@@ -435,7 +434,7 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
     const long long row_bytes = (long long)in_row_stride * E;  // signed
     const long long tile_start = (long long)reinterpret_cast<u64>(in + c0);  // row 0's stretch
     const int copy_chunk = threadIdx.x % CHUNKS, copy_row = threadIdx.x / CHUNKS;
-    for (Index step = grid.first_row_tile; step < row_tiles; step += grid.row_tile_step) {
+    for (Index step = grid.first_step; step < row_tiles; step += grid.step_stride) {
         // The two edge tiles (the last, then the first) first: they run longer than the
         // others and would otherwise be the grid's last blocks.
         const Index tile_row = step == 0 ? row_tiles - 1 : step - 1;
@@ -583,7 +582,7 @@ transpose_words_async(const T* __restrict__ in, T* __restrict__ out, Index rows,
                 }
             }
         }
-        if (step + grid.row_tile_step < row_tiles) __syncthreads();  // before the next refill
+        if (step + grid.step_stride < row_tiles) __syncthreads();  // before the next refill
     }
 }
 
