@@ -355,6 +355,39 @@ def test_axis_plans_launch_only_compiled_instances(operation):
     assert len(names) > len(compiled) // 8  # the layouts reach the kernels of every kind
 
 
+@pytest.mark.parametrize("per_sm", [8, 6, 4, 2])
+def test_split_plans_fill_one_wave_of_the_blocks_an_sm_runs(per_sm):
+    # A split reduction's blocks are one wave of what the occupancy calculator says an SM runs
+    # of the instance launched (here told, as a GPU would): (8192, 8192) over axis 0 is 32
+    # column blocks of 256 threads, so floor(per_sm * 132 / 32) splits; a full var, whose
+    # shuffle launch is one wave, as many blocks. Without an answer, 8 blocks of 256 an SM.
+    told = []
+
+    def resident(instance, threads):
+        told.append((instance, threads))
+        return per_sm
+
+    F32, F64 = numpy.dtype("float32"), numpy.dtype("float64")
+    moments = reduce_dtypes.MOMENTS
+    program = Program(F32, (1024, 132))
+    reduce_axis.plan_partial(program, 0, (8192, 8192), (8192, 1), F32, (0,), "MomentsOp",
+                             moments, moments, 132, resident)
+    (launch,) = [step[1] for step in program.steps if step[0] == "launch"]
+    assert launch.instance.startswith("reduce_cols_folded<MomentsOp")
+    assert told == [(launch.instance, 256)]
+    assert launch.grid == (32, per_sm * 132 // 32, 1)
+    program = Program(F32, (1024, 132))
+    reduce_rungs.LADDER["shuffle"].plan(program, reduce_rungs.Problem(
+        "MomentsOp", 2**26, 1, F32, moments, moments, (), 132, 0, resident))
+    first = [step[1] for step in program.steps if step[0] == "launch"][0]
+    assert first.grid == (per_sm * 132, 1, 1)
+    program = Program(F32, (1024, 132))
+    reduce_axis.plan_partial(program, 0, (8192, 8192), (8192, 1), F32, (0,), "SumOp", F64, F32,
+                             132)
+    (launch,) = [step[1] for step in program.steps if step[0] == "launch"]
+    assert launch.grid == (32, 8 * 132 // 32, 1)
+
+
 def test_single_arch_source_runs_only_there():
     wgmma = _compile.SOURCES["matmul/wgmma.cu"]
     assert wgmma.arch == "sm_90a" and wgmma.arch_options() == ("-arch=sm_90a",)

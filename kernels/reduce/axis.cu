@@ -82,15 +82,23 @@ reduce_short_rows(const In* __restrict__ in, Out* __restrict__ out, i64 K, i64 R
 
 // ---------------------------------------------------------------------------------------------
 // reduce_cols: thread (x, y) accumulates column k = blockIdx.x * KT + x over rows start + y,
-// start + y + P, ... of split blockIdx.y; ROWS_PER_STEP rows per step are loaded before they are
-// combined (loads in flight). The P partial values of a column are then folded in shared
-// memory, a tree over y. P is a power of two.
+// start + y + P, ... of split blockIdx.y; gk_rows_per_step<In>() rows per step are loaded before
+// they are combined (loads in flight). The P partial values of a column are then folded in
+// shared memory, a tree over y. P is a power of two.
 // ---------------------------------------------------------------------------------------------
 constexpr int ROWS_PER_STEP = 8;
 
+// Rows loaded per step: ROWS_PER_STEP, or 64 bytes' worth of wider items (the folds of var's
+// 24-byte moments and mean's 16-byte sums: eight in flight held 100 registers a thread, two
+// blocks of 256 per SM; benchmarks/NOTES.md, item 107).
+template <typename In>
+__host__ __device__ constexpr int gk_rows_per_step() {
+    return sizeof(In) <= 8 ? ROWS_PER_STEP : sizeof(In) >= 64 ? 1 : (int)(64 / sizeof(In));
+}
+
 // The block's part of a column reduction: thread (x, y) folds rows y, y + P, ... (below `rows`)
 // of the column that starts at `column` (rows r_stride apart, the first one row `first_row` of
-// the reduced axis), ROWS_PER_STEP loads at a time; on return (after a barrier) scratch[x]
+// the reduced axis), gk_rows_per_step<In>() loads at a time; on return (after a barrier) scratch[x]
 // holds column x's value. Inactive threads (columns past K) contribute the identity. L2_LOADS
 // reads through L2 only (values other blocks wrote during this launch).
 template <typename Op, typename In, typename Acc, int BLOCK, bool L2_LOADS>
@@ -102,19 +110,19 @@ __device__ __forceinline__ void gk_cols_block(const In* column, bool active, i64
         if constexpr (L2_LOADS) return gk_load_l2(p);
         else return *p;
     };
+    constexpr int STEP = gk_rows_per_step<In>();
     Acc acc = Op::template identity<Acc>();
     if (active) {
         const In* element = column + y * r_stride;
         const i64 step = (i64)lanes * r_stride;
         i64 r = y;
-        for (; r + (ROWS_PER_STEP - 1) * lanes < rows;
-             r += ROWS_PER_STEP * lanes, element += ROWS_PER_STEP * step) {
-            In v[ROWS_PER_STEP];
+        for (; r + (STEP - 1) * lanes < rows; r += STEP * lanes, element += STEP * step) {
+            In v[STEP];
 #pragma unroll
-            for (int i = 0; i < ROWS_PER_STEP; ++i) v[i] = load(element + i * step);
+            for (int i = 0; i < STEP; ++i) v[i] = load(element + i * step);
             Acc folded = gk_element<Op, Acc>(v[0], first_row + r);
 #pragma unroll
-            for (int i = 1; i < ROWS_PER_STEP; ++i) {
+            for (int i = 1; i < STEP; ++i) {
                 folded = Op::combine(folded, gk_element<Op, Acc>(v[i], first_row + r + i * lanes));
             }
             acc = Op::combine(acc, folded);

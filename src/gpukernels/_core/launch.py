@@ -24,7 +24,7 @@ from . import device as _device
 __all__ = ["Launch", "KernelCall", "Array", "StreamArray", "LaunchRecord", "record_launches",
            "PLANS", "PlanCache", "ceil_div", "index_type", "span", "prepare_out", "finish_out",
            "INDEX_SCALARS", "MAX_GRID_X", "MAX_GRID_YZ", "allow_shared_memory", "track_launches",
-           "force_index_limit", "dry_run"]
+           "force_index_limit", "dry_run", "resident_blocks"]
 
 # CUDA's grid limits: gridDim.x up to 2^31 - 1, gridDim.y and gridDim.z up to 65535.
 MAX_GRID_X = 2**31 - 1
@@ -98,6 +98,22 @@ def allow_shared_memory(kernel: Any, nbytes: int) -> None:
         kernel.max_dynamic_shared_size_bytes = nbytes
         allowed = nbytes
     _DYNAMIC_SHARED_ALLOWED[id(kernel)] = allowed
+
+
+def resident_blocks(source: Any, instance: str, threads: int, shared_mem: int = 0) -> int:
+    """Blocks of ``threads`` threads of kernel ``instance`` that one SM of the current device
+    runs at once: the driver's occupancy calculator, which counts the instance's registers and
+    shared memory (compiling its group on first use). At least 1.
+
+    A plan that sizes its grid to whole waves of blocks asks this rather than assuming a
+    number of blocks per SM: an instance with wide accumulators can need three times the
+    registers of its neighbours, and a grid of "one wave" then runs as one and a fraction.
+    """
+    from cupy_backends.cuda.api.driver import occupancyMaxActiveBlocksPerMultiprocessor
+
+    kernel = source.function(instance)
+    return builtins.max(1, int(occupancyMaxActiveBlocksPerMultiprocessor(
+        kernel.kernel.ptr, int(threads), int(shared_mem))))
 
 
 @dataclass(frozen=True)

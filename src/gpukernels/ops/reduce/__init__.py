@@ -11,6 +11,7 @@ Each input layout is planned once into a :class:`~.program.Program` (kept in
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -18,7 +19,7 @@ import numpy
 
 from ..._core import device as _device
 from ..._core import ladder as _ladder
-from ..._core.launch import PLANS, finish_out, prepare_out
+from ..._core.launch import PLANS, finish_out, prepare_out, resident_blocks
 from . import axis as _axis
 from . import check, rungs
 from .dtypes import (
@@ -74,7 +75,9 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
         else:
             stride = dims[0][1] if dims else 1
         result = rung.plan(program, rungs.Problem(op, x.size, stride, read, acc, written,
-                                                  out_shape, multiprocessors, source))
+                                                  out_shape, multiprocessors, source,
+                                                  functools.partial(resident_blocks,
+                                                                    rungs.SOURCE)))
     else:
         # The axis kernels read any strides, in the dtype the rungs above the seed's read
         # (float32 sums accumulate in float64), and write the result dtype when it is one
@@ -85,7 +88,8 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
             source, strides = program.copy(0, read), _axis.c_strides(x.shape)
         written = writes(op, read, acc, result_dtype, full=False)
         result = _axis.plan_partial(program, source, x.shape, strides, read, axes, op, acc,
-                                    written, multiprocessors)
+                                    written, multiprocessors,
+                                    functools.partial(resident_blocks, _axis.SOURCE))
     program.finish()
     # A one-launch program whose buffer is the result as it is: calls only allocate and launch.
     direct = None

@@ -10,6 +10,7 @@ intermediate buffers of the accumulator dtype. :func:`plan_partial` records the 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy
@@ -18,7 +19,7 @@ from ..._core.compile import KernelSource
 from ..._core.launch import MAX_GRID_YZ, Launch, ceil_div
 from . import dtypes
 from .program import TICKETS, Program
-from .rungs import BLOCK, blocks_per_wave
+from .rungs import BLOCK, Resident, blocks_per_wave, wave_blocks
 
 __all__ = ["plan_partial", "SOURCE", "KERNELS", "c_strides", "merge_axes", "PLAN_NAME"]
 
@@ -118,13 +119,19 @@ class _AxisShape:
 
 
 def _axis_shape(itemsize: int, B: int, K: int, R: int, k_stride: int, r_stride: int,
-                may_split: bool, multiprocessors: int) -> _AxisShape:
+                may_split: bool, multiprocessors: int,
+                wave: Callable[[AxisKernel, int], int] | None = None) -> _AxisShape:
     """The kernel, grid, block and split length for the (B, K, R) view of an axis reduction.
 
     The kernel is the one whose threads read neighbouring elements (see axis.cu). With
     ``may_split``, R is cut into parts (gridDim.y) when the rows or columns alone are too few to
-    fill the GPU; each part then gives a partial, and the caller folds them.
+    fill the GPU; each part then gives a partial, and the caller folds them, and the parts'
+    blocks are one wave: ``wave(kernel, threads)`` blocks of the kernel that a split launches
+    (:func:`~.rungs.wave_blocks`; without it, :func:`~.rungs.blocks_per_wave`).
     """
+    if wave is None:
+        def wave(kernel: AxisKernel, threads: int) -> int:
+            return blocks_per_wave(threads, multiprocessors)
     if abs(r_stride) <= abs(k_stride) and R > SHORT_ROW:
         kernel, block = ROWS, (BLOCK, 1, 1)
         column_blocks = ceil_div(K, BLOCK // 32)
@@ -132,7 +139,7 @@ def _axis_shape(itemsize: int, B: int, K: int, R: int, k_stride: int, r_stride: 
         # Enough warps to fill the GPU, each lane with four 16-byte words or more; parts start
         # on 16-byte boundaries when the rows do. Half a wave of blocks or more stays whole: a
         # second launch would cost more than it gives.
-        filling_blocks = blocks_per_wave(BLOCK, multiprocessors)
+        filling_blocks = wave(ROWS, BLOCK)
         splits = builtins.min(_splits_in_one_wave(filling_blocks, column_blocks * B),
                               ceil_div(R, 32 * per_word * 4))
         if column_blocks * B * 2 >= filling_blocks:
@@ -156,7 +163,7 @@ def _axis_shape(itemsize: int, B: int, K: int, R: int, k_stride: int, r_stride: 
             # eight rows or more ((8192, 8192) over axis 0: 32 column blocks, 33 splits).
             block = (columns, BLOCK // columns, 1)
             splits = builtins.min(
-                _splits_in_one_wave(blocks_per_wave(BLOCK, multiprocessors), column_blocks * B),
+                _splits_in_one_wave(wave(COLS_FOLDED, BLOCK), column_blocks * B),
                 ceil_div(R, 32 * block[1]))
     if not may_split:
         splits = 1
@@ -186,13 +193,14 @@ def _axis_launch(program: Program, source: int, target: int, op: str, read: nump
 
 def plan_partial(program: Program, source: int, shape: tuple, strides: tuple,
                  dtype: numpy.dtype, axes: tuple[int, ...], op: str, acc: numpy.dtype,
-                 out: numpy.dtype, multiprocessors: int) -> int:
+                 out: numpy.dtype, multiprocessors: int, resident: Resident | None = None) -> int:
     """Reduce buffer ``source`` (``shape``, element ``strides``) over ``axes``, leaving at least
     one axis longer than 1; return the index of the C-contiguous result buffer of ``out``,
     ``shape`` without ``axes``.
 
     Reduced axes that do not merge into one stride are reduced a group at a time, the
-    innermost first, through intermediate buffers of ``acc``.
+    innermost first, through intermediate buffers of ``acc``. ``resident`` (instance, threads)
+    -> blocks per SM sizes the splits to one wave (:func:`~.rungs.wave_blocks`).
     """
     dims = [(n, st, (ax,)) for ax, (n, st) in enumerate(zip(shape, strides)) if n != 1]
     reduced = merge_axes(sorted((d for d in dims if d[2][0] in axes), key=lambda d: -abs(d[1])))
@@ -201,19 +209,26 @@ def plan_partial(program: Program, source: int, shape: tuple, strides: tuple,
         inner = tuple(sorted(reduced[-1][2]))
         middle_shape = tuple(n for ax, n in enumerate(shape) if ax not in inner)
         middle = plan_partial(program, source, shape, strides, dtype, inner, op, acc, acc,
-                              multiprocessors)
+                              multiprocessors, resident)
         rest = tuple(ax - builtins.sum(i < ax for i in inner) for ax in axes if ax not in inner)
         return plan_partial(program, middle, middle_shape, c_strides(middle_shape), acc, rest,
-                            op, acc, out, multiprocessors)
+                            op, acc, out, multiprocessors, resident)
     kept = merge_axes([d for d in dims if d[2][0] not in axes])
     if len(kept) > 2:  # the kept axes need three strides or more: copy into two
         copied = program.copy(source, dtype)
         return plan_partial(program, copied, shape, c_strides(shape), dtype, axes, op, acc, out,
-                            multiprocessors)
+                            multiprocessors, resident)
     ((R, r_stride, _),) = reduced
     (B, batch_stride, _), (K, k_stride, _) = [(1, 0, ())] * (2 - len(kept)) + kept
     result = program.allocate(out_shape, out)
-    plan = _axis_shape(dtype.itemsize, B, K, R, k_stride, r_stride, True, multiprocessors)
+
+    def wave(kernel: AxisKernel, threads: int) -> int:
+        # A split launch: the folded column kernel writes the result, the row kernel partials.
+        written = out if kernel is COLS_FOLDED else acc
+        return wave_blocks(kernel.instance(op, dtype, acc, written), threads, multiprocessors,
+                           resident)
+
+    plan = _axis_shape(dtype.itemsize, B, K, R, k_stride, r_stride, True, multiprocessors, wave)
     if plan.splits == 1:
         _axis_launch(program, source, result, op, dtype, acc, out, plan, B, K, R, batch_stride,
                      k_stride, r_stride)

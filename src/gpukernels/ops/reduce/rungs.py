@@ -21,7 +21,7 @@ from . import dtypes
 from .program import COUNTER, PARTIALS, Program
 
 __all__ = ["Problem", "LADDER", "ReduceRung", "AUTO", "auto", "blocks_per_wave", "BLOCK",
-           "ONE_PASS_BLOCK", "one_pass_max_blocks"]
+           "ONE_PASS_BLOCK", "one_pass_max_blocks", "wave_blocks", "Resident"]
 
 SOURCE = KernelSource("reduce/reduce.cu")
 
@@ -40,6 +40,23 @@ ONE_PASS_MIN_STEPS = 8
 def blocks_per_wave(threads: int, multiprocessors: int) -> int:
     """Blocks of ``threads`` threads that fill every SM once (BLOCKS_PER_SM * BLOCK threads)."""
     return BLOCKS_PER_SM * BLOCK // threads * multiprocessors
+
+
+#: (instance, threads) -> blocks of that instance one SM runs at once (on a GPU:
+#: :func:`~gpukernels._core.launch.resident_blocks` over this ladder's source or axis.cu's).
+Resident = Callable[[str, int], int]
+
+
+def wave_blocks(instance: str, threads: int, multiprocessors: int,
+                resident: Resident | None = None) -> int:
+    """Blocks of ``threads`` threads of ``instance`` that fill every SM once: as many as
+    ``resident`` says an SM runs, or :func:`blocks_per_wave` where no GPU answers (plans made
+    on the CPU). Instances with wide accumulators need more registers than BLOCKS_PER_SM
+    blocks leave them (var's float64 moments: up to 100 a thread, two blocks of 256 per SM),
+    so a grid of BLOCKS_PER_SM blocks per SM would run as one wave and a fraction."""
+    if resident is None:
+        return blocks_per_wave(threads, multiprocessors)
+    return resident(instance, threads) * multiprocessors
 
 
 def one_pass_max_blocks(multiprocessors: int) -> int:
@@ -62,6 +79,7 @@ class Problem:
     out_shape: tuple
     multiprocessors: int
     source: int = 0
+    resident: Resident | None = None  # blocks per SM of an instance (wave_blocks)
 
 
 def _instance(kernel: str, op: str, read: numpy.dtype, acc: numpy.dtype, out: numpy.dtype,
@@ -79,8 +97,9 @@ def _per_thread(p: Problem, vector_loads: bool) -> int:
 def _two_launches(program: Program, p: Problem, kernel: str, rung: str, per_thread: int) -> int:
     """A wave of blocks writes per-block partials, then one block reduces them (a single block
     when one is enough)."""
+    first = _instance(kernel, p.op, p.read, p.acc, p.acc, BLOCK)  # the wave's blocks
     blocks = builtins.min(ceil_div(p.n, BLOCK * per_thread),
-                          blocks_per_wave(BLOCK, p.multiprocessors))
+                          wave_blocks(first, BLOCK, p.multiprocessors, p.resident))
     result = program.allocate(p.out_shape, p.out)
     if blocks == 1:
         program.launch(Launch(SOURCE, _instance(kernel, p.op, p.read, p.acc, p.out, BLOCK),
@@ -88,8 +107,7 @@ def _two_launches(program: Program, p: Problem, kernel: str, rung: str, per_thre
                        ((p.source, 0), (result, 0), p.n, p.stride), rung)
         return result
     partials = program.allocate((blocks,), p.acc)
-    program.launch(Launch(SOURCE, _instance(kernel, p.op, p.read, p.acc, p.acc, BLOCK),
-                          (blocks, 1, 1), (BLOCK, 1, 1)),
+    program.launch(Launch(SOURCE, first, (blocks, 1, 1), (BLOCK, 1, 1)),
                    ((p.source, 0), (partials, 0), p.n, p.stride), rung)
     program.launch(Launch(SOURCE, _instance(kernel, p.op, p.acc, p.acc, p.out, BLOCK),
                           (1, 1, 1), (BLOCK, 1, 1)),
