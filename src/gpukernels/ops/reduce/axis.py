@@ -32,6 +32,13 @@ PLAN_NAME = "axis kernels"
 COLS_BLOCK = 512
 COLS_TILE = 256  # columns side by side in a column block, at most
 SHORT_ROW = 16  # rows up to this length get a thread each instead of a warp
+#: Reductions over groups of axes that do not merge (axes (0, 2) of a 3-D array) take one group
+#: at a time. The innermost group goes first where its elements are contiguous runs of at
+#: least this many bytes (the row kernel's warps then read several 16-byte words a lane);
+#: shorter runs go last, after the outermost group, which the column kernel reduces with a
+#: thread per column of everything inside it ((256, 256, 256) float32 over (0, 2): rows of
+#: 1 KiB first held the first pass to 1.3 TB/s; benchmarks/NOTES.md, item 108).
+ROWS_FIRST_MIN_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,20 @@ def _axis_launch(program: Program, source: int, target: int, op: str, read: nump
         program.launch(Launch(SOURCE, instance, grid, shape.block), args, PLAN_NAME)
 
 
+def _first_group(dims: list, reduced: list, itemsize: int) -> tuple[int, ...]:
+    """The axes of the reduced group to take first (``reduced``: groups outer first): the
+    innermost, unless its runs are contiguous and shorter than :data:`ROWS_FIRST_MIN_BYTES`
+    and the axes left beside the outermost group still walk memory in two strides or fewer
+    (else they would need a copy first); then the outermost."""
+    innermost, outermost = reduced[-1], reduced[0]
+    short_rows = abs(innermost[1]) == 1 and innermost[0] * itemsize < ROWS_FIRST_MIN_BYTES
+    if short_rows:
+        left = merge_axes([d for d in dims if d[2][0] not in outermost[2]])
+        if len(left) <= 2:
+            return tuple(sorted(outermost[2]))
+    return tuple(sorted(innermost[2]))
+
+
 def plan_partial(program: Program, source: int, shape: tuple, strides: tuple,
                  dtype: numpy.dtype, axes: tuple[int, ...], op: str, acc: numpy.dtype,
                  out: numpy.dtype, multiprocessors: int, resident: Resident | None = None) -> int:
@@ -198,19 +219,19 @@ def plan_partial(program: Program, source: int, shape: tuple, strides: tuple,
     one axis longer than 1; return the index of the C-contiguous result buffer of ``out``,
     ``shape`` without ``axes``.
 
-    Reduced axes that do not merge into one stride are reduced a group at a time, the
-    innermost first, through intermediate buffers of ``acc``. ``resident`` (instance, threads)
+    Reduced axes that do not merge into one stride are reduced a group at a time through
+    intermediate buffers of ``acc`` (:func:`_first_group`). ``resident`` (instance, threads)
     -> blocks per SM sizes the splits to one wave (:func:`~.rungs.wave_blocks`).
     """
     dims = [(n, st, (ax,)) for ax, (n, st) in enumerate(zip(shape, strides)) if n != 1]
     reduced = merge_axes(sorted((d for d in dims if d[2][0] in axes), key=lambda d: -abs(d[1])))
     out_shape = tuple(n for ax, n in enumerate(shape) if ax not in axes)
-    if len(reduced) > 1:  # e.g. axes (0, 2) of a 3-D array: reduce axis 2, then axis 0
-        inner = tuple(sorted(reduced[-1][2]))
-        middle_shape = tuple(n for ax, n in enumerate(shape) if ax not in inner)
-        middle = plan_partial(program, source, shape, strides, dtype, inner, op, acc, acc,
+    if len(reduced) > 1:  # e.g. axes (0, 2) of a 3-D array: one of them, then the other
+        first = _first_group(dims, reduced, dtype.itemsize)
+        middle_shape = tuple(n for ax, n in enumerate(shape) if ax not in first)
+        middle = plan_partial(program, source, shape, strides, dtype, first, op, acc, acc,
                               multiprocessors, resident)
-        rest = tuple(ax - builtins.sum(i < ax for i in inner) for ax in axes if ax not in inner)
+        rest = tuple(ax - builtins.sum(i < ax for i in first) for ax in axes if ax not in first)
         return plan_partial(program, middle, middle_shape, c_strides(middle_shape), acc, rest,
                             op, acc, out, multiprocessors, resident)
     kept = merge_axes([d for d in dims if d[2][0] not in axes])
