@@ -381,13 +381,35 @@ def test_split_plans_fill_one_wave_of_the_blocks_an_sm_runs(per_sm):
     program = Program(F32, (1024, 132))
     reduce_rungs.LADDER["shuffle"].plan(program, reduce_rungs.Problem(
         "MomentsOp", 2**26, 1, F32, moments, moments, (), 132, 0, resident))
-    first = [step[1] for step in program.steps if step[0] == "launch"][0]
+    first = next(step[1] for step in program.steps if step[0] == "launch")
     assert first.grid == (per_sm * 132, 1, 1)
     program = Program(F32, (1024, 132))
     reduce_axis.plan_partial(program, 0, (8192, 8192), (8192, 1), F32, (0,), "SumOp", F64, F32,
                              132)
     (launch,) = [step[1] for step in program.steps if step[0] == "launch"]
     assert launch.grid == (32, 8 * 132 // 32, 1)
+
+
+@pytest.mark.parametrize("room", [None, 16])
+def test_split_column_partials_go_to_the_stream_scratch_where_they_fit(room):
+    # A split column reduction folds its partials in the same launch: with room for them in the
+    # stream's scratch (reduce's scratch_sizes), the plan is one launch into the result, which
+    # calls take without the program's buffers; with too little, a buffer of its own.
+    from gpukernels.ops.reduce import scratch_sizes
+    from gpukernels.ops.reduce.program import PARTIALS
+
+    F32, F64 = numpy.dtype("float32"), numpy.dtype("float64")
+    sizes = scratch_sizes(132) if room is None else (room, 132)
+    program = Program(F32, sizes)
+    reduce_axis.plan_partial(program, 0, (8192, 8192), (8192, 1), F32, (0,), "SumOp", F64, F32,
+                             132)
+    (launch,) = [step for step in program.steps if step[0] == "launch"]
+    assert launch[1].instance.startswith("reduce_cols_folded<") and launch[1].grid[1] > 1
+    if room is None:
+        assert PARTIALS in launch[2] and len(program.buffers) == 2
+        assert sizes[0] >= reduce_rungs.one_pass_max_blocks(132)
+    else:
+        assert PARTIALS not in launch[2] and len(program.buffers) == 3
 
 
 @pytest.mark.parametrize(("shape", "axes", "kernels"), [

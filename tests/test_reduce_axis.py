@@ -245,8 +245,8 @@ def test_split_columns_fold_in_one_launch(case, rng):
     # its tickets are back at 0 for the next one.
     from gpukernels._core.device import multiprocessor_count
     from gpukernels._core.launch import record_launches
+    from gpukernels.ops.reduce import scratch_sizes
     from gpukernels.ops.reduce.program import scratch
-    from gpukernels.ops.reduce.rungs import one_pass_max_blocks
 
     shape, axis = case
     x = cupy.asarray(make_data("sum", shape, numpy.float32, rng, reduced_length(shape, axis)))
@@ -257,7 +257,7 @@ def test_split_columns_fold_in_one_launch(case, rng):
     assert launches[0].grid[1] > 1, "the plan did not split the columns"
     check_case("sum", shape, axis, numpy.float32, rng)
     sms = multiprocessor_count()
-    assert not scratch(one_pass_max_blocks(sms), sms)[2].any(), "a ticket was left set"
+    assert not scratch(*scratch_sizes(sms))[2].any(), "a ticket was left set"
 
 
 @pytest.mark.parametrize("case", LARGE_CASES, ids=case_id)

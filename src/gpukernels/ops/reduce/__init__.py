@@ -34,7 +34,7 @@ from .dtypes import (
 from .program import Program
 from .rungs import LADDER
 
-__all__ = ["sum", "prod", "min", "max", "moments", "LADDER"]
+__all__ = ["sum", "prod", "min", "max", "moments", "LADDER", "scratch_sizes"]
 
 
 def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str) -> tuple:
@@ -63,7 +63,7 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
         return result_dtype, out_shape, None, None, None
     strides = tuple(st // x.itemsize for st in x.strides)
     multiprocessors = _device.multiprocessor_count()
-    program = Program(x.dtype, (rungs.one_pass_max_blocks(multiprocessors), multiprocessors))
+    program = Program(x.dtype, scratch_sizes(multiprocessors))
     if full:
         read, acc = accumulator(op, x.dtype, result_dtype, rung.float32_sums_in_float64)
         written = writes(op, read, acc, result_dtype, full=True)
@@ -117,6 +117,14 @@ def _axis_key(axis: Any) -> Any:
             (type(axis) is tuple and builtins.all(type(ax) is int for ax in axis)):
         return axis
     raise TypeError("not a cacheable axis")
+
+
+def scratch_sizes(multiprocessors: int) -> tuple[int, int]:
+    """(partials, tickets) of the stream scratch every reduction program of a device shares:
+    room for one_pass's per-block partials and a split column reduction's, and a ticket per
+    SM (a split column reduction has fewer column tiles than SMs)."""
+    return (builtins.max(rungs.one_pass_max_blocks(multiprocessors),
+                         _axis.folded_max_partials(multiprocessors)), multiprocessors)
 
 
 def _planned(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,

@@ -12,16 +12,18 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy
 
 from ..._core.compile import KernelSource
 from ..._core.launch import MAX_GRID_YZ, Launch, ceil_div
 from . import dtypes
-from .program import TICKETS, Program
+from .program import PARTIALS, SCRATCH_ITEM, TICKETS, Program
 from .rungs import BLOCK, Resident, blocks_per_wave, wave_blocks
 
-__all__ = ["plan_partial", "SOURCE", "KERNELS", "c_strides", "merge_axes", "PLAN_NAME"]
+__all__ = ["plan_partial", "SOURCE", "KERNELS", "c_strides", "merge_axes", "PLAN_NAME",
+           "folded_max_partials"]
 
 SOURCE = KernelSource("reduce/axis.cu")
 #: What launches of these kernels are recorded under (describe, the benchmark): not a rung.
@@ -32,6 +34,8 @@ PLAN_NAME = "axis kernels"
 COLS_BLOCK = 512
 COLS_TILE = 256  # columns side by side in a column block, at most
 SHORT_ROW = 16  # rows up to this length get a thread each instead of a warp
+
+
 #: Reductions over groups of axes that do not merge (axes (0, 2) of a 3-D array) take one group
 #: at a time. The innermost group goes first where its elements are contiguous runs of at
 #: least this many bytes (the row kernel's warps then read several 16-byte words a lane);
@@ -39,6 +43,12 @@ SHORT_ROW = 16  # rows up to this length get a thread each instead of a warp
 #: thread per column of everything inside it ((256, 256, 256) float32 over (0, 2): rows of
 #: 1 KiB first held the first pass to 1.3 TB/s; benchmarks/NOTES.md, item 108).
 ROWS_FIRST_MIN_BYTES = 4096
+
+
+def folded_max_partials(multiprocessors: int) -> int:
+    """The most partials a split column reduction writes: its blocks are at most a wave of
+    BLOCK-thread blocks (the most an SM runs of them), each with COLS_TILE columns."""
+    return blocks_per_wave(BLOCK, multiprocessors) * COLS_TILE
 
 
 @dataclass(frozen=True)
@@ -183,16 +193,19 @@ def _axis_shape(itemsize: int, B: int, K: int, R: int, k_stride: int, r_stride: 
 def _axis_launch(program: Program, source: int, target: int, op: str, read: numpy.dtype,
                  acc: numpy.dtype, out: numpy.dtype, shape: _AxisShape, B: int, K: int, R: int,
                  batch_stride: int, k_stride: int, r_stride: int,
-                 folded: int | None = None) -> None:
+                 folded: Any = None) -> None:
     """Record the planned axis kernel: buffer ``target`` gets splits x B x K values, or with
-    ``folded`` (a (splits, B * K) buffer for the partials; column plans only) B x K values
-    from reduce_cols_folded."""
+    ``folded`` (room for the (splits, B * K) partials: a buffer, or PARTIALS, the stream's
+    scratch, where one launch takes every batch; column plans only) B x K values from
+    reduce_cols_folded."""
     kernel = COLS_FOLDED if folded is not None else shape.kernel
     instance = kernel.instance(op, read, acc, out)
     for b0 in range(0, B, MAX_GRID_YZ):  # gridDim.z: at most 65535 batches a launch
         args: tuple = ((source, b0 * batch_stride), (target, b0 * K), K, R, batch_stride,
                        k_stride, r_stride, shape.split, B * K)
-        if folded is not None:
+        if folded is PARTIALS:
+            args += (PARTIALS, TICKETS)
+        elif folded is not None:
             args += ((folded, b0 * K), TICKETS)
         grid = (shape.grid[0], shape.grid[1], builtins.min(B - b0, MAX_GRID_YZ))
         program.launch(Launch(SOURCE, instance, grid, shape.block), args, PLAN_NAME)
@@ -255,12 +268,17 @@ def plan_partial(program: Program, source: int, shape: tuple, strides: tuple,
                      k_stride, r_stride)
         return result
     # Split: (splits, B * K) partials, folded in the same launch by the column kernel, or by one
-    # column reduction over them (coalesced) after the row kernel.
-    partials = program.allocate((plan.splits, B * K), acc)
+    # column reduction over them (coalesced) after the row kernel. The column kernel's go to the
+    # stream's scratch where they fit and one launch takes every batch: the plan is then one
+    # launch into the result, which calls make without the program's buffers (a few us).
     if plan.kernel is COLS:
+        room = program.scratch_sizes[0] * SCRATCH_ITEM
+        scratch = B <= MAX_GRID_YZ and plan.splits * B * K * acc.itemsize <= room
+        folded = PARTIALS if scratch else program.allocate((plan.splits, B * K), acc)
         _axis_launch(program, source, result, op, dtype, acc, out, plan, B, K, R, batch_stride,
-                     k_stride, r_stride, folded=partials)
+                     k_stride, r_stride, folded=folded)
         return result
+    partials = program.allocate((plan.splits, B * K), acc)
     _axis_launch(program, source, partials, op, dtype, acc, acc, plan, B, K, R, batch_stride,
                  k_stride, r_stride)
     fold = _axis_shape(acc.itemsize, 1, B * K, plan.splits, 1, B * K, False, multiprocessors)

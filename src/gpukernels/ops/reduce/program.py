@@ -17,7 +17,7 @@ import numpy
 from ..._core import device as _device
 from ..._core.launch import Array, StreamArray
 
-__all__ = ["Program", "COUNTER", "PARTIALS", "TICKETS", "scratch", "empty"]
+__all__ = ["Program", "COUNTER", "PARTIALS", "TICKETS", "SCRATCH_ITEM", "scratch", "empty"]
 
 
 class _Scratch:
@@ -31,13 +31,15 @@ class _Scratch:
         return self.name
 
 
-#: one_pass's block counter and partials, and reduce_cols_folded's tickets.
+#: one_pass's block counter and partials (reduce_cols_folded's too), and reduce_cols_folded's
+#: tickets.
 COUNTER, PARTIALS, TICKETS = _Scratch("COUNTER", 0), _Scratch("PARTIALS", 1), _Scratch("TICKETS", 2)
-_SCRATCH_ITEM = 24  # bytes per partial: room for the widest accumulator (var's moments)
+SCRATCH_ITEM = 24  # bytes per partial: room for the widest accumulator (var's moments)
 
 # one_pass needs a block counter that is 0 at launch and a buffer for the per-block partials,
 # neither shared by launches that may run concurrently: one pair per (device, stream), reused by
 # every launch there (launches on one stream run in order). Each launch leaves the counter at 0.
+# reduce_cols_folded writes its split partials to the same buffer, and leaves its tickets at 0.
 _scratch: dict[tuple[int, int], tuple] = {}
 _scratch_lock = threading.Lock()
 
@@ -54,8 +56,14 @@ def scratch(partials: int, tickets: int) -> tuple:
             found = _scratch.get(key)
             if found is None:
                 found = _scratch[key] = (cupy.zeros(1, dtype=numpy.uint32),
-                                         cupy.empty(partials * _SCRATCH_ITEM, dtype=numpy.uint8),
+                                         cupy.empty(partials * SCRATCH_ITEM, dtype=numpy.uint8),
                                          cupy.zeros(tickets, dtype=numpy.uint32))
+    # Made once per stream with the sizes of the first call (every program of a device asks the
+    # same: reduce's scratch_sizes); a larger request would be a plan writing past them.
+    if found[1].size < partials * SCRATCH_ITEM or found[2].size < tickets:
+        raise RuntimeError(f"the reductions' scratch holds {found[1].size // SCRATCH_ITEM} "
+                           f"partials and {found[2].size} tickets; {partials} and {tickets} "
+                           "were asked")
     return found
 
 
