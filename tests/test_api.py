@@ -283,6 +283,23 @@ def _problem(capability, dtype="float32", precision="tf32", shape=(1, 256, 256, 
     return matmul_rungs.Problem(batch, M, N, K, numpy.dtype(dtype), precision, capability, 132)
 
 
+@pytest.mark.parametrize(("shape", "dtype", "expected"), [
+    ((1, 8192, 8192, 8192), "float32", "large_tile"),   # 256 x 128 tiles fill the SMs
+    ((1, 1024, 1024, 1024), "float32", "warp_tiled"),   # 32 of them would not
+    ((256, 128, 128, 256), "float32", "warp_tiled"),    # a stack: half of each large tile empty
+    ((64, 384, 512, 256), "float32", "warp_tiled"),     # 512 rows of large tiles for 384
+    ((8, 1152, 1024, 256), "float32", "warp_tiled"),    # 1280 rows for 1152: past 1.05
+    ((1, 4095, 4099, 4097), "float32", "large_tile"),   # 4096 rows for both
+    ((256, 128, 128, 256), "float64", "large_tile"),    # 8-byte items: both tiles 128 x 128
+    ((4, 0, 3, 4), "float32", "warp_tiled"),            # no rows at all
+])
+def test_matmul_auto_simt_rung_by_shape(shape, dtype, expected):
+    # SIMT products (no TF32 asked): large_tile where its tiles fill the SMs without covering
+    # many more rows of C than warp_tiled's (LARGE_TILE_MAX_PADDING), else warp_tiled.
+    problem = _problem(90, dtype, "highest", shape)
+    assert matmul_rungs.choose(problem).name == expected
+
+
 @pytest.mark.parametrize("capability, expected", [(80, "mma"), (89, "mma"), (90, "wgmma"),
                                                   (100, "mma"), (120, "mma")])
 def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):

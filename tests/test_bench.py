@@ -275,6 +275,17 @@ def test_sweeps_come_from_each_operations_spec():
     assert {((8192, 8192), 0), ((8192, 8192), 1), ((10**6, 2), 1), ((1, 2**24), 1)} <= axes
     matmul = OPERATIONS["matmul"].bench.cases("matmul", sizes=(3,), dtypes=("tf32",), shapes=())
     assert [(c.shape, c.dtype) for c in matmul] == [((3, 3, 3), "tf32")]
+    # a stack of products is (B, M, K, N); anything else is refused before any timing
+    stacked = OPERATIONS["matmul"].bench.cases("matmul", sizes=(), dtypes=("float32",),
+                                               shapes=((256, 128, 256, 128),))
+    assert [c.shape for c in stacked] == [(256, 128, 256, 128)]
+    with pytest.raises(ValueError, match="stack of B"):
+        OPERATIONS["matmul"].bench.cases("matmul", sizes=(), dtypes=("float32",),
+                                         shapes=((2, 2, 3, 4, 5),))
+    from gpukernels.ops.matmul.check import inputs
+
+    (a, b), _ = inputs((2, 3, 4, 5), "float32", 0)
+    assert a.shape == (2, 3, 4) and b.shape == (2, 4, 5)
     for op in OPERATIONS.values():  # every operation is in the main job
         assert op.bench.main_cases(op.name, True) and op.bench.main_cases(op.name, False)
 

@@ -98,7 +98,8 @@ def _add_bench(subparsers: Any, targets: tuple[str, ...]) -> None:
     inputs.add_argument(
         "--shapes", nargs="*", metavar="SHAPE",
         help=("extra inputs outside the sweep, plotted as markers: MxN or BxMxN (transpose), "
-              "MxKxN (matmul: a is MxK, b is KxN), any shape reduced in full (reductions); "
+              "MxKxN or BxMxKxN (matmul: a is [B x] MxK, b is [B x] KxN), any shape reduced "
+              "in full (reductions); "
               "--shapes alone: none"))
     inputs.add_argument("--dtypes", nargs="+", metavar="DTYPE",
                         help=("dtypes to time (matmul also takes tf32: float32 data on the TF32 "

@@ -54,8 +54,8 @@ def check(operation: str, method: str, shape: Any, dtype: Any, *, seed: int | No
         A rung name (see :func:`gpukernels.methods`) or ``"auto"``.
     shape : tuple
         Input shape: ``(..., M, N)`` for transpose, ``(M, K, N)`` for matmul (``a`` is M x K,
-        ``b`` is K x N), any shape for the reductions (reduced in full unless ``axis=`` is
-        given).
+        ``b`` is K x N; ``(B, M, K, N)`` for a stack of B products), any shape for the
+        reductions (reduced in full unless ``axis=`` is given).
     dtype : dtype
         Input dtype (``"tf32"`` for matmul: float32 operands with ``precision="tf32"``).
     seed : int, optional

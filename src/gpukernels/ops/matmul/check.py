@@ -24,16 +24,17 @@ TF32 = "tf32"
 
 def inputs(shape: tuple, dtype: Any, rng: Any, *, xp: Any = numpy,
            integer_valued: bool = False) -> tuple:
-    """``((a, b), kwargs)`` for ``shape`` = (M, K, N): fresh random operands of M x K and
-    K x N, on the host (``xp=numpy``) or the device (``xp=cupy``); ``dtype`` ``"tf32"`` gives
-    float32 operands and ``precision="tf32"``."""
-    m, k, n = shape
+    """``((a, b), kwargs)`` for ``shape`` = (M, K, N), or (B, M, K, N) for a stack of B
+    products: fresh random operands of [B x] M x K and [B x] K x N, on the host
+    (``xp=numpy``) or the device (``xp=cupy``); ``dtype`` ``"tf32"`` gives float32 operands
+    and ``precision="tf32"``."""
+    *batch, m, k, n = shape
     kwargs = {"precision": TF32} if dtype == TF32 else {}
     dtype = numpy.float32 if dtype == TF32 else dtype
     if not isinstance(rng, numpy.random.Generator):
         rng = numpy.random.default_rng(rng)
-    a = random_array((m, k), dtype, rng, xp=xp, integer_valued=integer_valued)
-    b = random_array((k, n), dtype, rng, xp=xp, integer_valued=integer_valued)
+    a = random_array((*batch, m, k), dtype, rng, xp=xp, integer_valued=integer_valued)
+    b = random_array((*batch, k, n), dtype, rng, xp=xp, integer_valued=integer_valued)
     return (a, b), kwargs
 
 
@@ -126,9 +127,9 @@ def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
         name = _dtype_name(dtype)
         for shape, sweep in [((n, n, n), "size") for n in sorted(sizes)] + \
                 [(tuple(s), "odd") for s in shapes]:
-            if len(shape) != 3:
-                raise ValueError(f"a matmul shape is (M, K, N), for a of M x K and b of K x N; "
-                                 f"got {shape}")
+            if len(shape) not in (3, 4):
+                raise ValueError(f"a matmul shape is (M, K, N), for a of M x K and b of K x N, "
+                                 f"or (B, M, K, N) for a stack of B of them; got {shape}")
             cases.append(Case(operation, shape, name, sweep))
     return cases
 
@@ -177,12 +178,12 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int, **_: Any
         else:
             candidates.append(Candidate(method, "rung", None, None,
                                         f"{method} does not compute {case.dtype} products"))
-    m, k, n = case.shape
+    *batch, m, k, n = case.shape
     notes: dict = {"input_bytes": a.nbytes + b.nbytes}
-    if min(m, n) <= DECODE_ROWS:  # a product bound by reading its operands: time their copy
+    if not batch and min(m, n) <= DECODE_ROWS:  # bound by reading its operands: time a copy
         notes["moved_bytes"] = a.nbytes + b.nbytes + m * n * dtype.itemsize
         notes["copy_gbps"] = _copy_rate(b if b.nbytes >= a.nbytes else a)
-    return candidates, 2.0 * m * n * k / 1e12, notes
+    return candidates, 2.0 * math.prod(batch) * m * n * k / 1e12, notes
 
 
 #: Products with at most this many rows (or columns) of C are "decode" shapes: reading the
@@ -244,8 +245,8 @@ BENCH = BenchSpec(
     peers="",
     defaults={"sizes": (512, 1024, 2048, 4096, 8192),
               "dtypes": ("float32", "float16", "bfloat16", TF32),
-              "shapes": ((4095, 4097, 4099),), "suite": False},
-    quick={"sizes": (128, 256, 512), "shapes": ((127, 65, 129),)},
+              "shapes": ((4095, 4097, 4099), (256, 128, 256, 128)), "suite": False},
+    quick={"sizes": (128, 256, 512), "shapes": ((127, 65, 129), (3, 33, 65, 17))},
     cases=_cases, candidates=_candidates, main_cases=_main_cases, options=("suite",),
     title="Matmul: achieved TFLOP/s against problem size", x_axis="cube",
     summary=suite_summary)

@@ -459,6 +459,14 @@ LADDER = Ladder("matmul", (
 ))
 
 
+#: ``auto`` takes large_tile only where its tiles cover at most this many times the rows of C
+#: that warp_tiled's do. Where both cover M alike and fill the SMs, large_tile leads (8192^3
+#: float32, H100: 0.91 against 0.80 of cuBLAS); where its tiles add rows of zeros it trails:
+#: 8 x (1152 x 256 x 1024), 1280 rows for 1152 (1.11), 0.78 against warp_tiled's 0.90, and
+#: far more where half of each tile is empty (M = 128).
+LARGE_TILE_MAX_PADDING = 1.05
+
+
 def choose(p: Problem) -> Rung:
     """``method="auto"``.
 
@@ -467,9 +475,11 @@ def choose(p: Problem) -> Rung:
     leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`), else wgmma; mma
     elsewhere. Over the shape suite (H100, float16, NOTES 95) that rule's geometric mean is
     0.80 of cuBLAS held and 1.16 per call (wgmma alone: 0.75 and 1.13). Among the
-    SIMT rungs, large_tile when its 256x128 tiles give every SM a block, and warp_tiled's
-    128x128 ones below that (H200: at 1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with
-    32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73).
+    SIMT rungs, large_tile when its 256x128 tiles give every SM a block and cover M with at
+    most :data:`LARGE_TILE_MAX_PADDING` times the rows warp_tiled's 128x128 ones do, and
+    warp_tiled otherwise (H200: at 1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with
+    32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73; a stack of 256
+    products with M = 128 gave large_tile half a tile of zero rows each).
     """
     if p.precision == "tf32" or (p.dtype in HALF_TYPES
                                  and p.capability >= TENSOR_CORE_CAPABILITY):
@@ -480,4 +490,9 @@ def choose(p: Problem) -> Rung:
         return LADDER["mma"]
     tile = SIMT["large_tile"].tile
     tiles = p.batch * ceil_div(p.M, tile[0]) * ceil_div(p.N, tile[1])
-    return LADDER["large_tile"] if tiles >= 0.9 * p.multiprocessors else LADDER["warp_tiled"]
+    if tiles < 0.9 * p.multiprocessors:  # (an empty product, M = 0, stops here too)
+        return LADDER["warp_tiled"]
+    compute = compute_dtype(p.dtype, p.K, tensor_cores=False)
+    large, warp = SIMT["large_tile"].tile_for(compute), SIMT["warp_tiled"].tile_for(compute)
+    padded = ceil_div(p.M, large[0]) * large[0] / (ceil_div(p.M, warp[0]) * warp[0])
+    return LADDER["large_tile" if padded <= LARGE_TILE_MAX_PADDING else "warp_tiled"]
