@@ -120,3 +120,20 @@ def test_shared_memory_opt_in_grows_with_a_larger_launch(monkeypatch):
     for nbytes in (64 * 1024, 32 * 1024, 100 * 1024, 64 * 1024):
         _launch.allow_shared_memory(kernel, nbytes)
     assert kernel.opt_ins == [64 * 1024, 100 * 1024]
+
+
+def test_resident_blocks_asks_the_driver_about_the_compiled_function(monkeypatch):
+    # The occupancy calculator takes the CUfunction (RawKernel.kernel.ptr), not the RawKernel.
+    from cupy_backends.cuda.api import driver
+
+    asked = []
+
+    def occupancy(function, threads, shared_mem):
+        asked.append((function, threads, shared_mem))
+        return 0 if shared_mem else 3  # 0: the instance does not fit at that size
+
+    monkeypatch.setattr(driver, "occupancyMaxActiveBlocksPerMultiprocessor", occupancy)
+    source = FakeSource()
+    assert _launch.resident_blocks(source, "k<float>", 256) == 3
+    assert _launch.resident_blocks(source, "k<float>", 256, 4096) == 1  # at least one
+    assert asked == [(0xF00, 256, 0), (0xF00, 256, 4096)]
