@@ -160,36 +160,33 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
-// The three products of one width N of B (SUMS = N / 2 float32 sums a thread):
+// The three products of one width N of B (SUMS = N / 2 float32 sums a thread, held in the
+// registers GK_WG_REGS<SUMS> lists and GK_WG_D<SUMS> binds):
 // d += A(64 x 16, K-major) @ B(16 x N, MN-major) with float16 or bfloat16 operands, and
 // d += A(64 x 8, K-major) @ B(8 x N, K-major) with TF32 operands (float32 bits, low 13 mantissa
 // bits ignored); float32 sums. A and B are the operand numbers of the two descriptors.
-#define GK_WG_MMA_OF_WIDTH(N, SUMS, REGS, D, A, B)                                             \
-    __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc,       \
-                                              gk_half) {                                     \
-        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" REGS          \
-                     "}, %" #A ", %" #B ", 1, 1, 1, 0, 1;\n"                                  \
-                     : D                                                                     \
-                     : "l"(a_desc), "l"(b_desc));                                            \
-    }                                                                                        \
-    __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc,       \
-                                              gk_bfloat16) {                                 \
-        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" REGS        \
-                     "}, %" #A ", %" #B ", 1, 1, 1, 0, 1;\n"                                  \
-                     : D                                                                     \
-                     : "l"(a_desc), "l"(b_desc));                                            \
-    }                                                                                        \
-    __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc,       \
-                                              float) {                                       \
-        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" REGS         \
-                     "}, %" #A ", %" #B ", 1, 1, 1;\n"                                        \
-                     : D                                                                     \
+#define GK_WG_MMA_16BIT(N, SUMS, A, B, TYPE, PTX_TYPE)                                        \
+    __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc, TYPE) { \
+        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE  \
+                     " {" GK_WG_REGS##SUMS "}, %" #A ", %" #B ", 1, 1, 1, 0, 1;\n"            \
+                     : GK_WG_D##SUMS                                                         \
                      : "l"(a_desc), "l"(b_desc));                                            \
     }
-GK_WG_MMA_OF_WIDTH(256, 128, GK_WG_REGS128, GK_WG_D128, 128, 129)
-GK_WG_MMA_OF_WIDTH(128, 64, GK_WG_REGS64, GK_WG_D64, 64, 65)
-GK_WG_MMA_OF_WIDTH(64, 32, GK_WG_REGS32, GK_WG_D32, 32, 33)
+#define GK_WG_MMA_OF_WIDTH(N, SUMS, A, B)                                                      \
+    GK_WG_MMA_16BIT(N, SUMS, A, B, gk_half, "f16")                                             \
+    GK_WG_MMA_16BIT(N, SUMS, A, B, gk_bfloat16, "bf16")                                        \
+    __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc,       \
+                                              float) {                                       \
+        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {"             \
+                     GK_WG_REGS##SUMS "}, %" #A ", %" #B ", 1, 1, 1;\n"                       \
+                     : GK_WG_D##SUMS                                                         \
+                     : "l"(a_desc), "l"(b_desc));                                            \
+    }
+GK_WG_MMA_OF_WIDTH(256, 128, 128, 129)
+GK_WG_MMA_OF_WIDTH(128, 64, 64, 65)
+GK_WG_MMA_OF_WIDTH(64, 32, 32, 33)
 #undef GK_WG_MMA_OF_WIDTH
+#undef GK_WG_MMA_16BIT
 
 // Named barrier `id` over `count` threads (barrier 0 is __syncthreads's).
 __device__ __forceinline__ void gk_wg_named_barrier(int id, int count) {
