@@ -210,6 +210,22 @@ def test_record_launches_nests_and_stays_in_its_thread():
     assert getattr(_launch._recorder, "state", None) is None
 
 
+def test_launches_record_again_after_a_block_left_by_an_error():
+    # Launches skip the recorder while no block is open in any thread; one left by an
+    # exception must still close, and a later block record as before.
+    source = FakeSource()
+    with pytest.raises(RuntimeError):
+        with _launch.record_launches(dry_run=True):
+            assert _launch.dry_run()
+            raise RuntimeError("inside")
+    assert not _launch.dry_run()
+    _call(source, (1, 1, 1), (32, 1, 1), "after")("after")  # launched, recorded nowhere
+    with _launch.record_launches(dry_run=True) as records:
+        _call(source, (2, 1, 1), (32, 1, 1), "recorded")("recorded")
+    assert [r.grid for r in records] == [(2, 1, 1)]
+    assert [c[2][0] for c in source.kernel.calls] == ["after"]
+
+
 # --- on the GPU: resources and launch configurations ---------------------------------------------------
 
 @pytest.mark.gpu
