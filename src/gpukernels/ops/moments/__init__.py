@@ -58,25 +58,24 @@ def _shape_and_count(x: Any, axis: Any, keepdims: bool) -> tuple[tuple, int]:
 
 def _layout_key(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
                 *extra: Any) -> tuple | None:
-    """The plan cache's key of a call: everything its plan depends on, or None when an
-    argument is unhashable or of a type that must be validated on every call (an axis that is
-    not exactly None, an int or a tuple of ints)."""
+    """The plan cache's key of a call: everything its plan depends on, or None when the axis
+    is of a type that must be validated on every call (not exactly None, an int or a tuple of
+    ints). The key may still be unhashable (see :func:`_cached`)."""
     if not (axis is None or type(axis) is int or
             (type(axis) is tuple and all(type(ax) is int for ax in axis))):
         return None
     # (tagged: the reductions' own plans share the cache, with keys of the same shape)
-    key = ("moments", name, x.shape, x.strides, x.dtype, axis, dtype, keepdims, method, *extra,
-           x.data.ptr % 16, x.data.device_id)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return ("moments", name, x.shape, x.strides, x.dtype, axis, dtype, keepdims, method, *extra,
+            x.data.ptr % 16, x.data.device_id)
 
 
 def _cached(key: tuple | None, make: Any) -> Any:
-    """The plan under ``key``, made (and validated) by ``make()`` on the first call."""
-    plan = None if key is None else PLANS.get(key)
+    """The plan under ``key``, made (and validated) by ``make()`` on the first call; made on
+    every call when ``key`` is None or unhashable (an unhashable ``dtype``, say)."""
+    try:
+        plan = None if key is None else PLANS.get(key)
+    except TypeError:
+        key, plan = None, None
     if plan is None:
         plan = make()
         if key is not None:
@@ -200,8 +199,9 @@ def _spread(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any,
                     casting="unsafe")
     if plan.divisor <= 0:
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
-    # 2. Allocate and 3. launch: the moments, then one elementwise finish.
-    states = moment_states(x, plan.axes, keepdims, method)
+    # 2. Allocate and 3. launch: the moments, then one elementwise finish (which reads them in
+    # order, whatever their shape).
+    states = moment_states(x, plan.axes, keepdims, method, shaped=False)
     with _on_device(x):
         result = _device.cupy.empty(plan.out_shape, plan.result_dtype)
         if plan.finish is not None:
@@ -219,11 +219,17 @@ def std(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *, 
     return _spread("std", x, axis, dtype, keepdims, ddof, method, out)
 
 
-def moment_states(x: Any, axes: tuple[int, ...], keepdims: bool, method: str) -> Any:
+def _nothing() -> None:
+    """No check before planning the moments (var and std checked ``out=`` already)."""
+
+
+def moment_states(x: Any, axes: tuple[int, ...], keepdims: bool, method: str,
+                  shaped: bool = True) -> Any:
     """The moments of the device array ``x`` over the normalized ``axes``: float64 of shape
     ``(*result shape, parts, 3)``, the last axis (count, mean, sum of squared deviations), and
     ``parts`` 2 for complex data (its real and imaginary parts), else 1. For var, std and
-    gpukernels.dask, which merges the moments of blocks."""
+    gpukernels.dask, which merges the moments of blocks. ``shaped=False`` may return the same
+    values in another shape (var and std read them in order; a reshape costs microseconds)."""
     cupy = _device.cupy
     parts = 1
     if x.dtype.kind == "c":  # the real and imaginary parts, side by side in a last axis of 2
@@ -231,7 +237,7 @@ def moment_states(x: Any, axes: tuple[int, ...], keepdims: bool, method: str) ->
         x = cupy.ndarray(x.shape + (2,), part, memptr=x.data,
                          strides=x.strides + (part.itemsize,))
         parts = 2
-    states = _reduce.moments(x, axes, keepdims, method, lambda: None, parts)
+    states = _reduce.moments(x, axes, keepdims, method, _nothing, parts, shaped)
     if states is not None:
         return states
     # No kernel needed: an empty input, or one element per result.

@@ -210,12 +210,13 @@ def _run(operation: str, planned: tuple, x: Any, out: Any) -> Any:
 
 
 def moments(x: Any, axis: tuple[int, ...], keepdims: bool, method: str,
-            before_planning: Callable[[], None], parts: int = 1) -> Any:
+            before_planning: Callable[[], None], parts: int = 1, shaped: bool = True) -> Any:
     """The moments (count, mean, m2) of the device array ``x`` over the normalized ``axis``,
     as float64 of shape ``(*result shape, parts, 3)`` (``parts`` 2 when ``x``'s last axis holds
-    a complex array's real and imaginary parts, and is not reduced); None when no kernel is
-    needed (an empty input, or length-1 axes only: each result is then one element's, with
-    m2 = 0). For var and std; ``before_planning`` as in :func:`_planned`."""
+    a complex array's real and imaginary parts, and is not reduced), or with ``shaped=False``
+    the same values in the order the kernels wrote them; None when no kernel is needed (an
+    empty input, or length-1 axes only: each result is then one element's, with m2 = 0). For
+    var and std; ``before_planning`` as in :func:`_planned`."""
     x, planned = _planned("var", x, axis, None, keepdims, method, before_planning)
     _, out_shape, program, result_index, _ = planned
     if program is None:
@@ -227,6 +228,8 @@ def moments(x: Any, axis: tuple[int, ...], keepdims: bool, method: str,
             states = program.run(x, result_index)
     else:
         states = program.run(x, result_index)
+    if not shaped:
+        return states
     # with parts 2, the last kept axis (of length 2) is the real and imaginary parts
     return states.reshape((out_shape[:-1] if parts == 2 else out_shape) + (parts, 3))
 
