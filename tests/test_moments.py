@@ -256,6 +256,22 @@ def test_nan_propagates(operation):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("method", ("auto", "two_pass", "shuffle"))
+def test_the_mean_rounds_as_a_division_of_its_exact_sum(method, rng):
+    # Whole numbers sum exactly in float64, so NumPy's sum / n is the correctly rounded mean;
+    # the kernels divide by a reciprocal and a correction, which must round the same way for
+    # every count (odd and prime ones included), over either axis and in full.
+    for rows, cols in ((3, 7), (1000, 33), (997, 131), (4099, 5)):
+        x = rng.integers(-(2 ** 20), 2 ** 20, (rows, cols)).astype(numpy.int32)
+        device = cupy.asarray(x)
+        for axis in (0, 1, None):
+            want = x.astype(numpy.float64).sum(axis=axis) / (x.size if axis is None
+                                                              else x.shape[axis])
+            got = cupy.asnumpy(gk.mean(device, axis=axis, method=method))
+            numpy.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
 def test_empty_inputs_and_too_few_degrees_of_freedom_warn_like_numpy():
     for operation in OPERATIONS:
         for shape, axis in (((0,), None), ((0, 3), 0), ((3, 0), 1)):
