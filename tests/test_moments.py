@@ -258,9 +258,9 @@ def test_nan_propagates(operation):
 @pytest.mark.gpu
 @pytest.mark.parametrize("method", ("auto", "two_pass", "shuffle"))
 def test_the_mean_rounds_as_a_division_of_its_exact_sum(method, rng):
-    # Whole numbers sum exactly in float64, so NumPy's sum / n is the correctly rounded mean;
-    # the kernels divide by a reciprocal and a correction, which must round the same way for
-    # every count (odd and prime ones included), over either axis and in full.
+    # Whole numbers sum exactly in float64, so NumPy's sum / n is the correctly rounded mean,
+    # which the kernels' last write must give for every count (odd and prime ones included),
+    # over either axis and in full.
     for rows, cols in ((3, 7), (1000, 33), (997, 131), (4099, 5)):
         x = rng.integers(-(2 ** 20), 2 ** 20, (rows, cols)).astype(numpy.int32)
         device = cupy.asarray(x)

@@ -113,21 +113,6 @@ struct ToAcc<gk_moments, gk_moments> {
     static __device__ __forceinline__ gk_moments apply(gk_moments x) { return x; }
 };
 
-// a / count for a count (a whole number from 1 to 2^1000): the hardware's approximate
-// reciprocal, two Newton steps, the quotient and one correction by its residual (Markstein's),
-// which rounds as the division does. The division operator calls a subroutine for rare
-// operands, whose registers took the split column mean (reduce_cols_folded) from 32 registers
-// to 42, from 8 blocks per SM to 5 (benchmarks/NOTES.md, item 115).
-__device__ __forceinline__ double gk_quotient(double a, double count) {
-    double r;
-    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(count));
-    r = fma(r, fma(-count, r, 1.0), r);
-    r = fma(r, fma(-count, r, 1.0), r);
-    const double q = a * r;
-    if (!isfinite(q)) return q;  // an infinite or NaN a (the correction would give NaN)
-    return fma(fma(-q, count, a), r, q);
-}
-
 struct MomentsOp {
     template <typename T>
     static __device__ __forceinline__ T identity() {
@@ -180,21 +165,17 @@ struct ToAcc<gk_mean, gk_mean> {
 };
 template <>
 struct ToAcc<double, gk_mean> {
-    static __device__ __forceinline__ double apply(gk_mean m) {
-        return gk_quotient(m.sum, m.count);
-    }
+    static __device__ __forceinline__ double apply(gk_mean m) { return m.sum / m.count; }
 };
 template <>
 struct ToAcc<float, gk_mean> {
-    static __device__ __forceinline__ float apply(gk_mean m) {
-        return (float)gk_quotient(m.sum, m.count);
-    }
+    static __device__ __forceinline__ float apply(gk_mean m) { return (float)(m.sum / m.count); }
 };
 template <>
 struct ToAcc<gk_half, gk_mean> {
     static __device__ __forceinline__ gk_half apply(gk_mean m) {
         gk_half h;
-        asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(gk_quotient(m.sum, m.count)));
+        asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(m.sum / m.count));
         return h;
     }
 };
