@@ -1,11 +1,13 @@
 """Host time per call: back-to-back calls on tiny inputs, one synchronisation per round.
 
-    python scripts/host_time.py [--calls 2000] [--rounds 3]
+    python scripts/host_time.py [--calls 1000] [--rounds 7]
 
 Prints, per call, the median over the rounds of (wall time / calls) in microseconds, and the
 fastest round, for the gpukernels operation and its CuPy and PyTorch equivalents. The inputs
 are small enough that the GPU work is negligible: the figure is what Python, the wrapper and
-the launch cost on the host.
+the launch cost on the host. The rounds are interleaved: round r of every case runs before
+round r + 1 of any, so a drift of the machine's speed during the run (two runs of the script
+have differed by up to 3 us a case) reaches every case alike, and the cases of one run compare.
 """
 
 from __future__ import annotations
@@ -19,23 +21,19 @@ import cupy
 import gpukernels as gk
 
 
-def _per_call_us(function, calls: int, rounds: int) -> tuple[float, float]:
-    function()  # plan, compile, warm up
+def _round_us(function, calls: int) -> float:
+    """Wall time per call of ``calls`` back-to-back calls and one synchronisation, in us."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        function()
     cupy.cuda.Device().synchronize()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            function()
-        cupy.cuda.Device().synchronize()
-        times.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(times), min(times)
+    return (time.perf_counter() - start) / calls * 1e6
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     rng = cupy.random.default_rng(0)
     flat = rng.random(1000, dtype=cupy.float32)
@@ -79,9 +77,16 @@ def main() -> None:
                           lambda n=torch_name, k=kwargs: getattr(torch, n)(tsquare, dim=1, **k)))
     print(cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy", cupy.__version__,
           "torch", getattr(torch, "__version__", "-"))
-    for label, function in cases:
-        median, fastest = _per_call_us(function, args.calls, args.rounds)
-        print(f"{label:<40} {median:8.2f} us  (min {fastest:.2f})")
+    for _, function in cases:  # plan, compile, warm up
+        function()
+    cupy.cuda.Device().synchronize()
+    rounds: dict[str, list[float]] = {label: [] for label, _ in cases}
+    for _ in range(args.rounds):
+        for label, function in cases:
+            rounds[label].append(_round_us(function, args.calls))
+    for label, _ in cases:
+        print(f"{label:<40} {statistics.median(rounds[label]):8.2f} us  "
+              f"(min {min(rounds[label]):.2f})")
 
 
 if __name__ == "__main__":
