@@ -220,7 +220,8 @@ def std(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, *, 
 
 
 def _nothing() -> None:
-    """No check before planning the moments (var and std checked ``out=`` already)."""
+    """No check before planning the moments: :func:`moment_states` takes no ``out=`` (var and
+    std check theirs before they ask for the moments)."""
 
 
 def moment_states(x: Any, axes: tuple[int, ...], keepdims: bool, method: str,
