@@ -134,8 +134,9 @@ struct MomentsOp {
 };
 
 // mean: the sum and the count of the elements seen, in double, divided at the last write (one
-// rounding to the result dtype), so a mean is one launch like a sum.
-struct gk_mean {
+// rounding to the result dtype), so a mean is one launch like a sum. Aligned to its 16 bytes, so
+// that partials move as one 16-byte access each (gk_load_l2), not four of 4 bytes.
+struct __align__(16) gk_mean {
     double sum, count;
 };
 #define GK_MEAN_OF(T)                                                                      \
@@ -396,21 +397,30 @@ __device__ __forceinline__ Acc gk_thread_reduce(const In* __restrict__ in, i64 n
                                         (i64)gridDim.x * BLOCK);
 }
 
-// A load that bypasses L1, which may hold a stale copy of what another SM wrote (4-byte pieces,
-// so it works for every accumulator type).
+// A load that bypasses L1, which may hold a stale copy of what another SM wrote: in the widest
+// pieces (16, 8 or 4 bytes) that the type's size and alignment allow, so that a warp reading
+// consecutive accumulators asks the L2 once per piece width, not once per 4 bytes.
+template <typename Piece, typename T>
+__device__ __forceinline__ T gk_load_l2_pieces(const T* p) {
+    union {
+        T value;
+        Piece pieces[sizeof(T) / sizeof(Piece)];
+    } u;
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(T) / sizeof(Piece)); ++i) {
+        u.pieces[i] = __ldcg(reinterpret_cast<const Piece*>(p) + i);
+    }
+    return u.value;
+}
 template <typename T>
 __device__ __forceinline__ T gk_load_l2(const T* p) {
     static_assert(sizeof(T) % 4 == 0 || sizeof(T) < 4, "4-byte pieces or a small integer");
-    if constexpr (sizeof(T) % 4 == 0) {
-        union {
-            T value;
-            int words[sizeof(T) / 4];
-        } u;
-#pragma unroll
-        for (int i = 0; i < (int)(sizeof(T) / 4); ++i) {
-            u.words[i] = __ldcg(reinterpret_cast<const int*>(p) + i);
-        }
-        return u.value;
+    if constexpr (sizeof(T) % 16 == 0 && alignof(T) % 16 == 0) {
+        return gk_load_l2_pieces<int4>(p);
+    } else if constexpr (sizeof(T) % 8 == 0 && alignof(T) % 8 == 0) {
+        return gk_load_l2_pieces<long long>(p);
+    } else if constexpr (sizeof(T) % 4 == 0) {
+        return gk_load_l2_pieces<int>(p);
     } else {
         return *static_cast<const volatile T*>(p);
     }
