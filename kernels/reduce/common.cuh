@@ -397,9 +397,10 @@ __device__ __forceinline__ Acc gk_thread_reduce(const In* __restrict__ in, i64 n
                                         (i64)gridDim.x * BLOCK);
 }
 
-// A load that bypasses L1, which may hold a stale copy of what another SM wrote: in the widest
-// pieces (16, 8 or 4 bytes) that the type's size and alignment allow, so that a warp reading
-// consecutive accumulators asks the L2 once per piece width, not once per 4 bytes.
+// A load that bypasses L1, which may hold a stale copy of what another SM wrote: one 16-byte
+// piece at a time for 16-byte aligned accumulators (gk_mean), so that a warp reading consecutive
+// ones asks the L2 once per 16 bytes, not four times; 4-byte pieces otherwise (8-byte pieces
+// cost the float32 sum's split column kernel two registers, 32 -> 34, a block per SM on sm_90).
 template <typename Piece, typename T>
 __device__ __forceinline__ T gk_load_l2_pieces(const T* p) {
     union {
@@ -417,8 +418,6 @@ __device__ __forceinline__ T gk_load_l2(const T* p) {
     static_assert(sizeof(T) % 4 == 0 || sizeof(T) < 4, "4-byte pieces or a small integer");
     if constexpr (sizeof(T) % 16 == 0 && alignof(T) % 16 == 0) {
         return gk_load_l2_pieces<int4>(p);
-    } else if constexpr (sizeof(T) % 8 == 0 && alignof(T) % 8 == 0) {
-        return gk_load_l2_pieces<long long>(p);
     } else if constexpr (sizeof(T) % 4 == 0) {
         return gk_load_l2_pieces<int>(p);
     } else {
