@@ -270,6 +270,32 @@ class _Wgmma:
         if a_read is not None and b_read is not None:
             (a_template, a_batched), (b_template, b_batched) = a_read, b_read
             self.direct = (self._call(batch, (a_batched, b_batched)), a_template, b_template)
+        # TF32 with both operands read as they are: each call transposes B by the transpose
+        # ladder's planned launch into a new (batch, N, K) stack and re-aims a map at it, two
+        # launches and no per-call planning (which cost about 140 us of host time a call).
+        self.transposed: tuple | None = None
+        if self.transpose_b and a_read is not None and b.as_is and batch <= MAX_GRID_YZ:
+            self.transposed = self._transposed_b(b_stack, a_read)
+
+    def _transposed_b(self, b_stack: Any, a_read: tuple) -> tuple | None:
+        """(product call, A's map template, B's transpose call, B^T's shape, B^T's map
+        template) for TF32 calls whose B is read as it is, or None where the transpose takes
+        more than one launch or TMA cannot read B^T as it is (rows not 16-byte aligned)."""
+        from .. import transpose as _transpose  # (the transpose package imports nothing here)
+
+        b_batched = b_stack.shape[0] > 1 and b_stack.strides[0] != 0
+        source = b_stack if b_batched else b_stack[:1]
+        # B^T goes into a new array each call: CuPy's allocations are 256-byte aligned.
+        planned = _transpose._plan(source, None, 0)
+        if planned.single is None:
+            return None
+        layout = _device.cupy.empty(planned.out_shape, source.dtype)  # for the map's layout
+        if not tensor_map.tma_compatible(layout):
+            return None
+        template = tensor_map.MapTemplate(layout, self.box_cols, self.b_box_rows, b_batched)
+        a_template, a_batched = a_read
+        return (self._call(self.batch, (a_batched, b_batched)), a_template, planned.single,
+                planned.out_shape, template)
 
     def _call(self, count: int, batched: tuple) -> KernelCall:
         key = (count, batched)
@@ -315,6 +341,13 @@ class _Wgmma:
             call, a_template, b_template = self.direct
             self._launch(call, a_template.at(a.data.ptr), b_template.at(b.data.ptr), c,
                          self.batch)
+            return
+        if self.transposed is not None:
+            call, a_template, transpose_b, shape, b_template = self.transposed
+            b_transposed = _device.cupy.empty(shape, self.compute)
+            transpose_b(b, b_transposed)  # reads b's data as the plan's (batch, K, N) view
+            self._launch(call, a_template.at(a.data.ptr),
+                         b_template.at(b_transposed.data.ptr), c, self.batch)
             return
         a_stack, b_stack = self.a.stack(a), self.b.stack(b)
         c_stack = c.reshape(self.batch, self.M, self.N)
