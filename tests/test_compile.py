@@ -127,6 +127,9 @@ def test_compile_for_arch(path, arch):
         assert lowered.startswith("_Z"), f"{name} -> {lowered!r} is not a mangled C++ name"
     assert "warning" not in result.log.lower(), result.log
     assert "error" not in result.log.lower(), result.log
+    # ptxas's performance notes, e.g. C7513: wgmma products serialized because a register
+    # they read is written while they may be in flight
+    assert "performance loss" not in result.log.lower(), result.log
     try:
         done.parent.mkdir(parents=True, exist_ok=True)
         done.write_text(json.dumps({"path": path, "arch": arch}))
@@ -297,6 +300,25 @@ def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
         for index, aligned in itertools.product(indexes, (False, True)):
             names.add(shape.instance(index, aligned))
     assert names == set(rung.instances)
+
+
+def test_tf32_takes_its_own_tile_where_wgmma_takes_the_wide_one():
+    # TF32 on wgmma reads B as it is on a 256 x 128 tile wherever the other types take 128 x
+    # 256 (the same tiles of C for square products); split_k and the narrower tiles keep B's
+    # transposed copy.
+    float32, float16 = numpy.dtype(numpy.float32), numpy.dtype(numpy.float16)
+    seen = 0
+    for batch, M, N, K in ((1, 8192, 8192, 8192), (2, 4096, 4096, 100), (1, 1100, 8200, 72),
+                           (2, 1024, 1024, 1024), (1, 64, 40960, 500), (1, 4000, 60, 300)):
+        tf32 = matmul_rungs.Problem(batch, M, N, K, float32, "tf32", 90, 132)
+        half = matmul_rungs.Problem(batch, M, N, K, float16, "highest", 90, 132)
+        wide = matmul_rungs.plan_wgmma(half).tile == matmul_rungs.WGMMA_TILE
+        tile = matmul_rungs.plan_wgmma(tf32).tile
+        assert (tile == matmul_rungs.WGMMA_TF32_TILE) == wide, (M, N, K, tile)
+        assert tile != matmul_rungs.WGMMA_TILE
+        assert matmul_rungs.plan_split_k(tf32).tile != matmul_rungs.WGMMA_TF32_TILE
+        seen += wide
+    assert 0 < seen < 6
 
 
 def _reduction_requests(operation):

@@ -11,6 +11,7 @@ import references as reference
 from edges_helpers import TENSOR_CORE_METHODS
 from gpukernels._core import floats
 from gpukernels._core.launch import record_launches
+from gpukernels.ops.matmul import rungs as matmul_rungs
 from gpukernels.validation import poisoned
 
 cupy = pytest.importorskip("cupy")
@@ -243,6 +244,43 @@ def test_bfloat16_tensors_from_torch_through_dlpack(rng):
     theirs = cupy.from_dlpack(torch.matmul(a, b))
     assert theirs.dtype == BFLOAT16
     assert_tensor_close(theirs, host_a, host_b, tf32=False, context="torch.matmul itself")
+
+
+# --- TF32's own wgmma tile ------------------------------------------------------------------------
+
+#: Shapes the Hopper plan gives TF32's 256 x 128 tile (B read as it is into registers): M, N
+#: and K ragged, a ring of stages that wraps (K = 1000: 32 stages in 4 buffers), A batched over
+#: a broadcast B and both batched, rows of C that are not whole 16-byte chunks (N = 4102, 1030).
+TF32_TILE_SHAPES = [((1100, 1000), (1000, 8196)), ((3, 1040, 200), (200, 4102)),
+                    ((4, 520, 129), (4, 129, 1030)), ((300, 77), (77, 8196))]
+
+
+@pytest.mark.parametrize("case", ["b-as-is", "b-transposed-view", "unaligned-out"])
+@pytest.mark.parametrize("shapes", TF32_TILE_SHAPES, ids=pair_id)
+def test_tf32_tile_reads_b_as_it_is(shapes, case, rng):
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip("wgmma runs on compute capability 9.0 only")
+    float32 = numpy.dtype(numpy.float32)
+    a = reference.random_array(shapes[0], float32, rng)
+    b = reference.random_array(shapes[1], float32, rng)
+    da, db = cupy.asarray(a), cupy.asarray(b)
+    if case == "b-transposed-view":  # the same values, column-major: copied into a stack
+        db = cupy.ascontiguousarray(db.swapaxes(-1, -2)).swapaxes(-1, -2)
+    shape = numpy.matmul(a, b).shape
+    out = poisoned(shape, float32)
+    if case == "unaligned-out":  # rows of C start 4 bytes past 16-byte boundaries
+        out = poisoned((1 + out.size,), float32)[1:].reshape(shape)
+    with record_launches() as launches:
+        got = gk.matmul(da, db, method="wgmma", out=out, precision="tf32")
+    tile = matmul_rungs.hopper_instance("wgmma", float32, matmul_rungs.WGMMA_TF32_TILE)
+    products = [launch.instance for launch in launches if launch.rung == "wgmma"]
+    assert products == [tile], products
+    if case != "b-transposed-view":
+        assert len(launches) == 1, [launch.instance for launch in launches]  # no transpose of B
+    assert got is out
+    assert_tensor_close(got, a, b, tf32=True, context=f"{case} {pair_id(shapes)}")
+    again = gk.matmul(da, db, method="wgmma", precision="tf32")
+    assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
 
 
 # --- split_k ----------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@
 //   B: T = gk_half or gk_bfloat16: (batch, K, N), N contiguous (MN-major: wgmma reads it
 //      transposed), boxes of 64 rows x 64 columns, BN / 64 of them per stage;
 //      T = float (TF32): (batch, N, K), K contiguous (K-major; TF32 has no transposed form, so the
-//      host passes B transposed), box BN rows x 128 bytes.
+//      host passes B transposed), box BN rows x 128 bytes; on the 256 x 128 tile (batch, K, N)
+//      as it is, boxes of 32 rows x 32 columns, BN / 32 of them per stage.
 //   C: (batch, M, N) C-contiguous T; float32 sums, rounded once when T is a 16-bit type.
 // Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
 // layout below by static_assert):
@@ -21,11 +22,13 @@
 //   block tile of C        : BM x BN = 128 x 256; 128 x 128 where 256-column tiles leave SMs
 //                            idle or N <= 128; 128 x 64 where N <= 64; BM = 64 where M <= 64
 //                            and BN is 256 or 128                     gk_wg_shape
+//                            TF32 (rung 8 only): 256 x 128 in place of 128 x 256, B read as
+//                            it is (gk_wg_tf32_block)
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8
 //   stages                 : BM = 128: 4 (BN = 256), 6 (BN = 128) or 8 (BN = 64);
-//                            BM = 64: 5 (BN = 256) or 8 (BN = 128)
+//                            BM = 64: 5 (BN = 256) or 8 (BN = 128); BM = 256: 4
 //   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 1024 (for alignment)
 //   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
 //   M, N, K                : below 2^31 (the host checks); K > 0 (K = 0 needs no kernel).
@@ -65,7 +68,7 @@ __device__ constexpr bool gk_wg_geometry() {
     return THREADS == GK_WG_THREADS &&
            ((BM == 128 && BN == 256 && STAGES == 4) || (BM == 128 && BN == 128 && STAGES == 6) ||
             (BM == 128 && BN == 64 && STAGES == 8) || (BM == 64 && BN == 256 && STAGES == 5) ||
-            (BM == 64 && BN == 128 && STAGES == 8)) &&
+            (BM == 64 && BN == 128 && STAGES == 8) || (BM == 256 && BN == 128 && STAGES == 4)) &&
            SHARED_BYTES == gk_wg_shape<BM, BN, STAGES>::SMEM_BYTES && SHARED_BYTES <= 227 * 1024;
 }
 
@@ -351,6 +354,165 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
     n0 = tile % per_group / rows_here * BN;
 }
 
+// --- rung 8's TF32 tile: one block's work, B read as it is ------------------------------------
+// gk_wg_tf32_block: TF32's wgmma reads an operand from shared memory K-major only, and B
+// (K x N, N contiguous) is N-major, so gk_wg_block needs B transposed into a (N, K) copy
+// first, a launch that moves 2 x 4KN bytes (0.19 ms of 3.3 at 8192^3 on an H100; NOTES 119).
+// Here the roles swap: each consumer warpgroup computes a 64 x 256 tile of C^T = B^T A^T.
+// B^T's 64 rows (64 columns of C) are wgmma's A operand, loaded from B's tile in shared memory
+// into registers (wgmma's register-sourced form takes them in any layout the loads make); A's
+// tile, K-major as it is, is wgmma's B operand through a descriptor. The block's tile of C is
+// 256 x 128 (BM x BN; 4 stages of 32 + 16 KiB), so the tiles and their waves over the SMs are
+// those of the 128 x 256 tile for square products.
+//  * B arrives by TMA in boxes of 32 rows of K x 32 columns of N (128 bytes, 128-byte
+//    swizzle), BN / 32 of them per stage. A thread's four fragment words of a k-step are
+//    B^T(16w + g (+8), t (+4)) (w its warp, g = lane / 4, t = lane % 4): within one box, row
+//    k, 16-byte chunk (n / 4) ^ (k % 8). The loads of a warp fall two to a bank.
+//  * A stage's products may still read their fragment registers while the next stage's
+//    loads run: ptxas keeps the two stages' registers apart, and where it cannot it
+//    serializes the products and says so in its log (C7513), which the compile tests refuse.
+//  * The epilogue stages C's 256 x 64 columns of a warpgroup transposed into the stage
+//    buffers (rows of 68 floats: the lanes' words fall in 32 distinct banks), then writes
+//    rows of C 16 bytes a lane, as gk_wg_store_tile does.
+// Accumulation order is fixed (increasing k): bitwise reproducible on one GPU model.
+// Measured (H100, of cuBLAS TF32 through torch, transposed copy -> this tile; NOTES 120): held
+// 2048^3 0.82 -> 1.03, 4096^3 0.85 -> 0.87-0.92, 4095x4097x4099 1.31 -> 1.39; per call 4096^3
+// 0.87 -> 0.96. At 8192^3 held 0.90-0.93 -> 0.92-0.94, per call 0.88-0.90 -> 0.90: the
+// copy's 6% saved, and about as much lost in the products.
+
+// d += A(64 x 8, registers: tf32 words) @ B(8 x 256, K-major, descriptor); float32 sums.
+__device__ __forceinline__ void gk_wg_mma_rs(float (&d)[128], const unsigned (&a)[4],
+                                             u64 b_desc) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" GK_WG_REGS128
+                 "}, {%128, %129, %130, %131}, %132, 1, 1, 1;\n"
+                 : GK_WG_D128
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+}
+
+__device__ __forceinline__ unsigned gk_wg_lds(unsigned address) {
+    unsigned word;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(word) : "r"(address));
+    return word;
+}
+
+template <int BM, int BN, int STAGES>
+__device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
+                                                 const gk_tensor_map& b_map, float* __restrict__ C,
+                                                 int M, int N, int K, int tiles_m, int tiles_n,
+                                                 int a_batched, int b_batched) {
+    static_assert(BM == 256 && BN == 128 && STAGES == 4, "TF32's tile: 256 x 128, 4 stages");
+    constexpr int BK = GK_WG_ROW_BYTES / 4;       // 32 floats of K per stage
+    constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;  // 32 KiB: BM rows of A, K-major
+    constexpr int BOX_BYTES = BK * 32 * 4;         // a box of B: 32 rows of K x 32 columns
+    constexpr int STAGE_BYTES = A_BYTES + BN / 32 * BOX_BYTES;
+    constexpr int PITCH = 64 + 4;                  // floats per staged row of C (epilogue)
+    static_assert(2 * BM * PITCH * 4 <= STAGES * STAGE_BYTES, "C's tile fits in the stages");
+    extern __shared__ unsigned char gk_wg_smem[];
+    __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
+    int m0, n0;
+    gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
+    const int matrix = blockIdx.y;
+    const int a_matrix = a_batched ? matrix : 0, b_matrix = b_batched ? matrix : 0;
+    float* const Cb = C + (i64)matrix * M * N;
+    const int steps = (K + BK - 1) / BK;
+
+    const unsigned smem = (gk_shared_address(gk_wg_smem) + 1023u) & ~1023u;
+    const unsigned full0 = gk_shared_address(full), empty0 = gk_shared_address(empty);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            gk_wg_bar_init(full0 + 8 * s, 1);
+            gk_wg_bar_init(empty0 + 8 * s, 2);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (threadIdx.x == 0) {
+            for (int i = 0; i < steps; ++i) {
+                const int s = i % STAGES, k = i * BK;
+                if (i >= STAGES) gk_wg_bar_wait(empty0 + 8 * s, (i / STAGES - 1) & 1);
+                const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + A_BYTES;
+                const unsigned bar = full0 + 8 * s;
+                gk_wg_bar_expect(bar, STAGE_BYTES);
+                gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
+#pragma unroll
+                for (int j = 0; j < BN / 32; ++j)
+                    gk_wg_tma_load(b_tile + j * BOX_BYTES, &b_map, n0 + 32 * j, k, b_matrix, bar);
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+    const int g = lane >> 2, t = lane & 3;
+    // This thread's columns of the tile (rows of B^T): n and n + 8, in the same box.
+    const int n = 64 * (warpgroup - 1) + 16 * w + g;
+    const unsigned box = n / 32 * BOX_BYTES;
+    const int c0 = n % 32, c1 = c0 + 8;
+    // Byte offsets in a stage's B of a0 (n, t), a1 (n + 8, t), a2 (n, t + 4), a3 (n + 8, t + 4).
+    const unsigned offsets[4] = {
+        box + t * 128 + (((c0 >> 2) ^ t) << 4) + ((c0 & 3) << 2),
+        box + t * 128 + (((c1 >> 2) ^ t) << 4) + ((c1 & 3) << 2),
+        box + (t + 4) * 128 + (((c0 >> 2) ^ (t + 4)) << 4) + ((c0 & 3) << 2),
+        box + (t + 4) * 128 + (((c1 >> 2) ^ (t + 4)) << 4) + ((c1 & 3) << 2)};
+    for (int i = 0; i < steps; ++i) {
+        const int s = i % STAGES;
+        gk_wg_bar_wait(full0 + 8 * s, (i / STAGES) & 1);
+        const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + A_BYTES;
+        unsigned fragments[4][4];  // per k-step: a0 .. a3
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                fragments[kk][r] = gk_wg_lds(b_tile + kk * 8 * 128 + offsets[r]);
+        gk_wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            gk_wg_mma_rs(d, fragments[kk], gk_wg_desc(a_tile + kk * 32, 16, 1024));
+        gk_wg_commit();
+        gk_wg_wait<1>();
+        gk_wg_pin(d);
+        if (i > 0 && threadIdx.x % 128 == 0) gk_wg_bar_arrive(empty0 + 8 * ((i - 1) % STAGES));
+    }
+    gk_wg_wait<0>();
+    gk_wg_pin(d);
+
+    // Epilogue: d[4i + 2h + e] is C(m = 8i + 2t + e, n = 16w + g + 8h) of this warpgroup's 64
+    // columns; staged as rows of m, then written 16 bytes a lane.
+    float* const staged =
+        reinterpret_cast<float*>(gk_wg_smem + (smem - gk_shared_address(gk_wg_smem))) +
+        (warpgroup - 1) * BM * PITCH;
+    gk_wg_named_barrier(1, 256);  // both warpgroups' products are done with the stages
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                staged[(8 * i + 2 * t + e) * PITCH + 16 * w + g + 8 * h] = d[4 * i + 2 * h + e];
+    gk_wg_named_barrier(1 + warpgroup, 128);
+    const bool whole = N % 4 == 0 && (reinterpret_cast<u64>(Cb) & 15) == 0;
+    const int first_col = n0 + 64 * (warpgroup - 1);
+#pragma unroll 4
+    for (int c = threadIdx.x & 127; c < BM * 16; c += 128) {
+        const int r = c / 16, col = first_col + c % 16 * 4, m = m0 + r;
+        if (m >= M || col >= N) continue;
+        const float* const from = staged + r * PITCH + c % 16 * 4;
+        float* const to = Cb + (i64)m * N + col;
+        if (whole) {
+            *reinterpret_cast<float4*>(to) = *reinterpret_cast<const float4*>(from);
+        } else {
+            for (int e = 0; e < 4 && col + e < N; ++e) to[e] = from[e];
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rung 8 - wgmma: the 128 x 256 tile of C is computed by Hopper's warpgroup MMAs. Rung 7's
 // mma.sync does 16x8x16 per warp instruction with every fragment loaded through registers
@@ -396,12 +558,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
-    int m0, n0;
-    gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
-    const int matrix = blockIdx.y;
-    gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>>(a_map, b_map, C + (i64)matrix * M * N, M, N, m0,
-                                               n0, a_batched ? matrix : 0,
-                                               b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
+    if constexpr (BM == 256) {  // TF32's tile: B read as it is
+        static_assert(sizeof(T) == 4, "the 256 x 128 tile is TF32's");
+        gk_wg_tf32_block<BM, BN, STAGES>(a_map, b_map, C, M, N, K, tiles_m, tiles_n, a_batched,
+                                         b_batched);
+    } else {
+        int m0, n0;
+        gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
+        const int matrix = blockIdx.y;
+        gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>>(
+            a_map, b_map, C + (i64)matrix * M * N, M, N, m0, n0, a_batched ? matrix : 0,
+            b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
+    }
 #else
     asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0
 #endif
@@ -429,7 +597,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                    const __grid_constant__ gk_tensor_map b_map, float* __restrict__ partial,
                    int M, int N, int K, int tiles_m, int tiles_n, int a_batched, int b_batched,
                    int k_steps) {
-    static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>(),
+    static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>() && BM != 256,
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);

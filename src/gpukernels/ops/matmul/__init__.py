@@ -234,20 +234,27 @@ class _Wgmma:
     matrices (split_k: into a float32 workspace of partial tiles, then the launch that sums
     them into C). Operands TMA can read as they are keep a map template re-aimed at each
     call's data; others (a transposed view, rows not 16-byte aligned) are copied into padded
-    stacks on every call, and TF32's B is transposed first (its wgmma reads both operands
-    K-major)."""
+    stacks on every call, and TF32's B is transposed first (its wgmma reads both shared
+    operands K-major) except on TF32's 256 x 128 tile, whose kernel reads B as it is."""
 
     def __init__(self, shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int, K: int,
                  batch: int, a: _Operand, b: _Operand) -> None:
         self.shape, self.M, self.N, self.K, self.batch = shape, M, N, K, batch
         self.a, self.b = a, b  # how each call's operands become (batch, rows, cols) stacks
         self.compute = shape.compute
-        self.transpose_b = self.compute == numpy.float32
+        # TF32's wgmma reads shared operands K-major only: B is transposed first, except on
+        # TF32's own tile, whose kernel loads B as it is into registers.
+        b_as_is = shape.tile == rungs.WGMMA_TF32_TILE
+        self.transpose_b = self.compute == numpy.float32 and not b_as_is
         tile_rows, tile_cols = shape.tile
         self.box_cols = rungs.WGMMA_ROW_BYTES // self.compute.itemsize  # 128-byte rows
-        # 16-bit B is read N-contiguous in boxes of 64 x 64; TF32's transposed B in one box
-        # of BN rows (columns of C) per stage.
-        self.b_box_rows = rungs.WGMMA_F16_B_BOX if self.compute.itemsize == 2 else tile_cols
+        # 16-bit B is read N-contiguous in boxes of 64 x 64; TF32's B as it is in boxes of
+        # 32 x 32 (a stage's 32 of K); TF32's transposed B in one box of BN rows (columns of
+        # C) per stage.
+        if self.compute.itemsize == 2:
+            self.b_box_rows = rungs.WGMMA_F16_B_BOX
+        else:
+            self.b_box_rows = self.box_cols if b_as_is else tile_cols
         self.tiles = (ceil_div(M, tile_rows), ceil_div(N, tile_cols))
         self.instance = shape.instance("int", False)
         int32 = numpy.int32

@@ -226,7 +226,13 @@ WGMMA_TILE = (128, 256)
 WGMMA_ROW_BYTES = 128  # the K extent of a stage: 128 bytes, the swizzle span
 #: Stages of the ring by tile (rows, columns): for 128 rows 4 of 48 KiB (256 columns), 6 of
 #: 32 KiB (128) or 8 of 24 KiB (64); for 64 rows 5 of 40 KiB (256) or 8 of 24 KiB (128).
-WGMMA_STAGES = {(128, 256): 4, (128, 128): 6, (128, 64): 8, (64, 256): 5, (64, 128): 8}
+WGMMA_STAGES = {(128, 256): 4, (128, 128): 6, (128, 64): 8, (64, 256): 5, (64, 128): 8,
+                (256, 128): 4}
+#: wgmma's TF32 tile in place of 128 x 256: B read as it is into registers, no transposed
+#: copy of it (wgmma.cu's gk_wg_tf32_block); 4 stages of 48 KiB.
+WGMMA_TF32_TILE = (256, 128)
+#: The tiles of matmul_wgmma and matmul_split_k, for every type.
+WGMMA_TILES = tuple(tile for tile in WGMMA_STAGES if tile != WGMMA_TF32_TILE)
 #: Rows of the Hopper rungs' tile where M is at most that many (NOTES 102): its two consumer
 #: warpgroups split the columns instead of the rows.
 WGMMA_SHORT_ROWS = 64
@@ -295,6 +301,8 @@ def _short_rows(p: Problem, tile: tuple[int, int]) -> tuple[int, int]:
 def plan_wgmma(p: Problem) -> Shape:
     compute = _check_hopper(p, "wgmma")
     tile = _short_rows(p, wgmma_tile(p))
+    if tile == WGMMA_TILE and compute == numpy.float32:
+        tile = WGMMA_TF32_TILE
     return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
                  compute, False)
 
@@ -408,10 +416,16 @@ def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tup
 
 
 def _hopper_groups(name: str, tiles: tuple) -> tuple:
-    """The Hopper rungs' instances per type, each tile (the keys of WGMMA_STAGES): float16
-    and TF32 at import, bfloat16 on first use."""
+    """The Hopper rungs' instances per type, each tile of :data:`WGMMA_TILES` (wgmma's TF32
+    with its own tile in place of 128 x 256): float16 and TF32 at import, bfloat16 on first
+    use."""
+    def tiles_of(compute: numpy.dtype) -> tuple:
+        if name == "wgmma" and compute == numpy.float32:
+            return tuple(WGMMA_TF32_TILE if tile == WGMMA_TILE else tile for tile in tiles)
+        return tiles
+
     return tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]}",
-                                  [hopper_instance(name, c, tile) for tile in tiles],
+                                  [hopper_instance(name, c, tile) for tile in tiles_of(c)],
                                   eager=c != BFLOAT16)
                  for c in TENSOR_CORE_C_TYPES)
 
@@ -442,7 +456,7 @@ LADDER = Ladder("matmul", (
                   "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
                   "leave SMs idle, 128x128 or 128x64 where N is that narrow, 64 rows where M is "
                   "at most 64), loads and math in separate warps",
-         WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", tuple(WGMMA_STAGES)),
+         WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", WGMMA_TILES),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
                dtypes="float16 and bfloat16, or float32 as TF32",
@@ -451,7 +465,7 @@ LADDER = Ladder("matmul", (
     Rung("split_k", "wgmma's block over slices of K where the tiles of C are fewer than the "
                     "SMs: float32 partial tiles, then their sum in slice order, rounded once",
          WGMMA_SOURCE, "matmul_split_k",
-         _hopper_groups("split_k", tuple(WGMMA_STAGES)), plan_split_k,
+         _hopper_groups("split_k", WGMMA_TILES), plan_split_k,
          Needs(only_capability=WGMMA_CAPABILITY,
                dtypes="float16 and bfloat16, or float32 as TF32",
                layout="M, N and K below 2**31",
