@@ -127,9 +127,12 @@ def test_compile_for_arch(path, arch):
         assert lowered.startswith("_Z"), f"{name} -> {lowered!r} is not a mangled C++ name"
     assert "warning" not in result.log.lower(), result.log
     assert "error" not in result.log.lower(), result.log
-    # ptxas's performance notes, e.g. C7513: wgmma products serialized because a register
-    # they read is written while they may be in flight
-    assert "performance loss" not in result.log.lower(), result.log
+    # ptxas's performance notes (e.g. C7513: wgmma products serialized because a register they
+    # read is written while they may be in flight), with the import's own options only:
+    # --Ofast-compile leaves calls uninlined, and ptxas then notes losses the import's build
+    # does not have.
+    if not _test_options():
+        assert "performance loss" not in result.log.lower(), result.log
     try:
         done.parent.mkdir(parents=True, exist_ok=True)
         done.write_text(json.dumps({"path": path, "arch": arch}))
