@@ -97,6 +97,19 @@ __device__ __forceinline__ void gk_wg_bar_wait(unsigned bar, unsigned parity) {
         "r"(parity)
         : "memory");
 }
+// The ring's barriers, set up by thread 0 while the block waits: a "full" and an "empty" per
+// stage, at full0 + 8 s and empty0 + 8 s.
+template <int STAGES>
+__device__ __forceinline__ void gk_wg_ring_init(unsigned full0, unsigned empty0) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            gk_wg_bar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
+            gk_wg_bar_init(empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+}
 // One box of a 3-D tensor map to shared memory; completion is reported to `bar` in bytes.
 __device__ __forceinline__ void gk_wg_tma_load(unsigned dst, const gk_tensor_map* map, int c0,
                                                int c1, int c2, unsigned bar) {
@@ -268,14 +281,7 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
     // 128-byte swizzled tiles need 1024-byte aligned buffers.
     const unsigned smem = (gk_shared_address(gk_wg_smem) + 1023u) & ~1023u;
     const unsigned full0 = gk_shared_address(full), empty0 = gk_shared_address(empty);
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            gk_wg_bar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
-            gk_wg_bar_init(empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    gk_wg_ring_init<STAGES>(full0, empty0);
 
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
@@ -418,14 +424,7 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 
     const unsigned smem = (gk_shared_address(gk_wg_smem) + 1023u) & ~1023u;
     const unsigned full0 = gk_shared_address(full), empty0 = gk_shared_address(empty);
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            gk_wg_bar_init(full0 + 8 * s, 1);
-            gk_wg_bar_init(empty0 + 8 * s, 2);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    gk_wg_ring_init<STAGES>(full0, empty0);
 
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
