@@ -455,7 +455,8 @@ LADDER = Ladder("matmul", (
     Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
                   "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
                   "leave SMs idle, 128x128 or 128x64 where N is that narrow, 64 rows where M is "
-                  "at most 64), loads and math in separate warps",
+                  "at most 64; TF32 256x128 in place of 128x256, B read into registers as it "
+                  "is), loads and math in separate warps",
          WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", WGMMA_TILES),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
