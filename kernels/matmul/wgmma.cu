@@ -97,18 +97,46 @@ __device__ __forceinline__ void gk_wg_bar_wait(unsigned bar, unsigned parity) {
         "r"(parity)
         : "memory");
 }
-// The ring's barriers, set up by thread 0 while the block waits: a "full" and an "empty" per
-// stage, at full0 + 8 s and empty0 + 8 s.
+// A block's ring of STAGES stages: the 1024-byte aligned start of its buffers in the dynamic
+// shared memory (128-byte swizzled tiles need that alignment), and the shared addresses of its
+// "full" and "empty" barriers (one each per stage, 8 bytes apart).
+struct gk_wg_ring {
+    unsigned smem, full0, empty0;
+};
+// The ring's barriers, set up by thread 0 while the block waits.
 template <int STAGES>
-__device__ __forceinline__ void gk_wg_ring_init(unsigned full0, unsigned empty0) {
+__device__ __forceinline__ gk_wg_ring gk_wg_ring_init(const u64 (&full)[STAGES],
+                                                      const u64 (&empty)[STAGES]) {
+    extern __shared__ unsigned char gk_wg_smem[];
+    const gk_wg_ring ring = {(gk_shared_address(gk_wg_smem) + 1023u) & ~1023u,
+                             gk_shared_address(full), gk_shared_address(empty)};
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            gk_wg_bar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
-            gk_wg_bar_init(empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
+            gk_wg_bar_init(ring.full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
+            gk_wg_bar_init(ring.empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+    return ring;
+}
+// The producer warpgroup: its registers lowered to 40 (setmaxnreg); thread 0 keeps STAGES
+// stages in flight. Stage i of `steps` (K from (k_begin + i) * BK) waits for its buffers'
+// "empty", arms its "full" with STAGE_BYTES and issues load(its buffers, k, its "full").
+template <int STAGES, int STAGE_BYTES, int BK, typename Load>
+__device__ __forceinline__ void gk_wg_produce(unsigned smem, unsigned full0, unsigned empty0,
+                                              int steps, int k_begin, const Load& load) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < steps; ++i) {
+            const int s = i % STAGES, k = (k_begin + i) * BK;
+            if (i >= STAGES) gk_wg_bar_wait(empty0 + 8 * s, (i / STAGES - 1) & 1);
+            const unsigned tiles = smem + s * STAGE_BYTES;
+            const unsigned bar = full0 + 8 * s;
+            gk_wg_bar_expect(bar, STAGE_BYTES);
+            load(tiles, k, bar);
+        }
+    }
 }
 // One box of a 3-D tensor map to shared memory; completion is reported to `bar` in bytes.
 __device__ __forceinline__ void gk_wg_tma_load(unsigned dst, const gk_tensor_map* map, int c0,
@@ -278,33 +306,26 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
     __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
     const int steps = k_end - k_begin;
 
-    // 128-byte swizzled tiles need 1024-byte aligned buffers.
-    const unsigned smem = (gk_shared_address(gk_wg_smem) + 1023u) & ~1023u;
-    const unsigned full0 = gk_shared_address(full), empty0 = gk_shared_address(empty);
-    gk_wg_ring_init<STAGES>(full0, empty0);
+    const gk_wg_ring ring = gk_wg_ring_init<STAGES>(full, empty);
+    const unsigned smem = ring.smem, full0 = ring.full0, empty0 = ring.empty0;
 
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
         // Producer: one thread keeps STAGES tiles of A and B in flight.
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x == 0) {
-            for (int i = 0; i < steps; ++i) {
-                const int s = i % STAGES, k = (k_begin + i) * BK;
-                if (i >= STAGES) gk_wg_bar_wait(empty0 + 8 * s, (i / STAGES - 1) & 1);
-                const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + Shape::A_BYTES;
-                const unsigned bar = full0 + 8 * s;
-                gk_wg_bar_expect(bar, STAGE_BYTES);
+        gk_wg_produce<STAGES, STAGE_BYTES, BK>(
+            smem, full0, empty0, steps, k_begin,
+            [&a_map, &b_map, m0, n0, a_matrix, b_matrix](unsigned a_tile, int k, unsigned bar) {
+                const unsigned b_tile = a_tile + Shape::A_BYTES;
                 gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
                 if constexpr (B_MN_MAJOR) {
 #pragma unroll
                     for (int j = 0; j < Shape::BN / 64; ++j)
-                        gk_wg_tma_load(b_tile + j * 64 * GK_WG_ROW_BYTES, &b_map, n0 + 64 * j, k,
-                                       b_matrix, bar);
+                        gk_wg_tma_load(b_tile + j * 64 * GK_WG_ROW_BYTES, &b_map, n0 + 64 * j,
+                                       k, b_matrix, bar);
                 } else {
                     gk_wg_tma_load(b_tile, &b_map, k, n0, b_matrix, bar);
                 }
-            }
-        }
+            });
     } else {
         // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127;
         // with SPLIT_N both multiply rows 0-63, warpgroup 2 the second half of the columns.
@@ -422,26 +443,21 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
     float* const Cb = C + (i64)matrix * M * N;
     const int steps = (K + BK - 1) / BK;
 
-    const unsigned smem = (gk_shared_address(gk_wg_smem) + 1023u) & ~1023u;
-    const unsigned full0 = gk_shared_address(full), empty0 = gk_shared_address(empty);
-    gk_wg_ring_init<STAGES>(full0, empty0);
+    const gk_wg_ring ring = gk_wg_ring_init<STAGES>(full, empty);
+    const unsigned smem = ring.smem, full0 = ring.full0, empty0 = ring.empty0;
 
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x == 0) {
-            for (int i = 0; i < steps; ++i) {
-                const int s = i % STAGES, k = i * BK;
-                if (i >= STAGES) gk_wg_bar_wait(empty0 + 8 * s, (i / STAGES - 1) & 1);
-                const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + A_BYTES;
-                const unsigned bar = full0 + 8 * s;
-                gk_wg_bar_expect(bar, STAGE_BYTES);
+        gk_wg_produce<STAGES, STAGE_BYTES, BK>(
+            smem, full0, empty0, steps, 0,
+            [&a_map, &b_map, m0, n0, a_matrix, b_matrix](unsigned a_tile, int k, unsigned bar) {
+                const unsigned b_tile = a_tile + A_BYTES;
                 gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
 #pragma unroll
                 for (int j = 0; j < BN / 32; ++j)
-                    gk_wg_tma_load(b_tile + j * BOX_BYTES, &b_map, n0 + 32 * j, k, b_matrix, bar);
-            }
-        }
+                    gk_wg_tma_load(b_tile + j * BOX_BYTES, &b_map, n0 + 32 * j, k, b_matrix,
+                                   bar);
+            });
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
