@@ -246,20 +246,28 @@ def test_bfloat16_tensors_from_torch_through_dlpack(rng):
     assert_tensor_close(theirs, host_a, host_b, tf32=False, context="torch.matmul itself")
 
 
-# --- TF32's own wgmma tile ------------------------------------------------------------------------
+# --- TF32's own tiles ----------------------------------------------------------------------------
 
-#: Shapes the Hopper plan gives TF32's 256 x 128 tile (B read as it is into registers): M, N
-#: and K ragged, a ring of stages that wraps (K = 1000: 32 stages in 4 buffers), A batched over
-#: a broadcast B and both batched, rows of C that are not whole 16-byte chunks (N = 4102, 1030).
-TF32_TILE_SHAPES = [((1100, 1000), (1000, 8196)), ((3, 1040, 200), (200, 4102)),
-                    ((4, 520, 129), (4, 129, 1030)), ((300, 77), (77, 8196))]
+#: (method, shapes) the Hopper plans give TF32's tiles that read B as it is into registers:
+#: 256 x 128, and 64 x 128 where M is at most 64. M, N and K ragged, rings of stages that wrap
+#: (K = 1000: 32 stages in 4 buffers), A batched over a broadcast B and both batched, rows of
+#: C that are not whole 16-byte chunks (N = 4102, 1030), one row (a decode step), and split_k
+#: on both tiles (slices of K, the partial tiles summed in one order).
+TF32_TILE_CASES = [
+    ("wgmma", ((1100, 1000), (1000, 8196))), ("wgmma", ((3, 1040, 200), (200, 4102))),
+    ("wgmma", ((4, 520, 129), (4, 129, 1030))), ("wgmma", ((300, 77), (77, 8196))),
+    ("wgmma", ((1, 3000), (3000, 8196))), ("wgmma", ((3, 50, 300), (300, 4102))),
+    ("split_k", ((300, 4000), (4000, 2050))), ("split_k", ((1, 8192), (8192, 4100))),
+    ("split_k", ((2, 40, 3000), (3000, 1030))),
+]
 
 
 @pytest.mark.parametrize("case", ["b-as-is", "b-transposed-view", "unaligned-out"])
-@pytest.mark.parametrize("shapes", TF32_TILE_SHAPES, ids=pair_id)
-def test_tf32_tile_reads_b_as_it_is(shapes, case, rng):
+@pytest.mark.parametrize(("method", "shapes"), TF32_TILE_CASES,
+                         ids=[f"{m}-{pair_id(s)}" for m, s in TF32_TILE_CASES])
+def test_tf32_tiles_read_b_as_it_is(method, shapes, case, rng):
     if int(cupy.cuda.Device().compute_capability) != 90:
-        pytest.skip("wgmma runs on compute capability 9.0 only")
+        pytest.skip(f"{method} runs on compute capability 9.0 only")
     float32 = numpy.dtype(numpy.float32)
     a = reference.random_array(shapes[0], float32, rng)
     b = reference.random_array(shapes[1], float32, rng)
@@ -271,15 +279,20 @@ def test_tf32_tile_reads_b_as_it_is(shapes, case, rng):
     if case == "unaligned-out":  # rows of C start 4 bytes past 16-byte boundaries
         out = poisoned((1 + out.size,), float32)[1:].reshape(shape)
     with record_launches() as launches:
-        got = gk.matmul(da, db, method="wgmma", out=out, precision="tf32")
-    tile = matmul_rungs.hopper_instance("wgmma", float32, matmul_rungs.WGMMA_TF32_TILE)
-    products = [launch.instance for launch in launches if launch.rung == "wgmma"]
-    assert products == [tile], products
-    if case != "b-transposed-view":
-        assert len(launches) == 1, [launch.instance for launch in launches]  # no transpose of B
+        got = gk.matmul(da, db, method=method, out=out, precision="tf32")
+    short = shapes[0][-2] <= matmul_rungs.WGMMA_SHORT_ROWS
+    tile = matmul_rungs.WGMMA_TF32_SHORT_TILE if short else matmul_rungs.WGMMA_TF32_TILE
+    names = [launch.instance for launch in launches]
+    products = [name for name in names if name.startswith(f"matmul_{method}<")]
+    assert products == [matmul_rungs.hopper_instance(method, float32, tile)], names
+    if method == "split_k":
+        assert launches[-2].grid[2] > 1, names  # K really is split
+        assert names[-1].startswith("matmul_split_k_sum<"), names
+    if case != "b-transposed-view":  # no transpose of B
+        assert len(launches) == (2 if method == "split_k" else 1), names
     assert got is out
-    assert_tensor_close(got, a, b, tf32=True, context=f"{case} {pair_id(shapes)}")
-    again = gk.matmul(da, db, method="wgmma", precision="tf32")
+    assert_tensor_close(got, a, b, tf32=True, context=f"{method} {case} {pair_id(shapes)}")
+    again = gk.matmul(da, db, method=method, precision="tf32")
     assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
 
 

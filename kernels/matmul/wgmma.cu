@@ -22,8 +22,8 @@
 //   block tile of C        : BM x BN = 128 x 256; 128 x 128 where 256-column tiles leave SMs
 //                            idle or N <= 128; 128 x 64 where N <= 64; BM = 64 where M <= 64
 //                            and BN is 256 or 128                     gk_wg_shape
-//                            TF32 (rung 8 only): 256 x 128 in place of 128 x 256, B read as
-//                            it is (gk_wg_tf32_block)
+//                            TF32: 256 x 128 in place of 128 x 256, 64 x 128 in place of
+//                            64-row tiles, B read as it is (gk_wg_tf32_block)
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8
@@ -381,16 +381,19 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
     n0 = tile % per_group / rows_here * BN;
 }
 
-// --- rung 8's TF32 tile: one block's work, B read as it is ------------------------------------
+// --- TF32's tiles: one block's work, B read as it is (rungs 8 and 9) -----------------------------
 // gk_wg_tf32_block: TF32's wgmma reads an operand from shared memory K-major only, and B
 // (K x N, N contiguous) is N-major, so gk_wg_block needs B transposed into a (N, K) copy
 // first, a launch that moves 2 x 4KN bytes (0.19 ms of 3.3 at 8192^3 on an H100; NOTES 119).
-// Here the roles swap: each consumer warpgroup computes a 64 x 256 tile of C^T = B^T A^T.
+// Here the roles swap: each consumer warpgroup computes a 64 x BM tile of C^T = B^T A^T.
 // B^T's 64 rows (64 columns of C) are wgmma's A operand, loaded from B's tile in shared memory
 // into registers (wgmma's register-sourced form takes them in any layout the loads make); A's
 // tile, K-major as it is, is wgmma's B operand through a descriptor. The block's tile of C is
 // 256 x 128 (BM x BN; 4 stages of 32 + 16 KiB), so the tiles and their waves over the SMs are
-// those of the 128 x 256 tile for square products.
+// those of the 128 x 256 tile for square products; where M is at most 64, 64 x 128 (8 stages
+// of 8 + 16 KiB; m64n64 products), in place of the 64-row tiles, whose B would be transposed
+// first: for a decode step (1 x 8192 x 8192) that copy moves twice the bytes the product reads.
+// Rung 9 runs the same block over a slice of K into its float32 partial tiles.
 //  * B arrives by TMA in boxes of 32 rows of K x 32 columns of N (128 bytes, 128-byte
 //    swizzle), BN / 32 of them per stage. A thread's four fragment words of a k-step are
 //    B^T(16w + g (+8), t (+4)) (w its warp, g = lane / 4, t = lane % 4): within one box, row
@@ -398,23 +401,30 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 //  * A stage's products may still read their fragment registers while the next stage's
 //    loads run: ptxas keeps the two stages' registers apart, and where it cannot it
 //    serializes the products and says so in its log (C7513), which the compile tests refuse.
-//  * The epilogue stages C's 256 x 64 columns of a warpgroup transposed into the stage
+//  * The epilogue stages C's BM x 64 columns of a warpgroup transposed into the stage
 //    buffers (rows of 68 floats: the lanes' words fall in 32 distinct banks), then writes
 //    rows of C 16 bytes a lane, as gk_wg_store_tile does.
 // Accumulation order is fixed (increasing k): bitwise reproducible on one GPU model.
 // Measured (H100, of cuBLAS TF32 through torch, transposed copy -> this tile; NOTES 120): held
 // 2048^3 0.82 -> 1.03, 4096^3 0.85 -> 0.87-0.92, 4095x4097x4099 1.31 -> 1.39; per call 4096^3
 // 0.87 -> 0.96. At 8192^3 held 0.90-0.93 -> 0.92-0.94, per call 0.88-0.90 -> 0.90: the
-// copy's 6% saved, and about as much lost in the products.
+// copy's 6% saved, and about as much lost in the products. The 64 x 128 tile and rung 9's use
+// of both: not yet measured (NOTES 124).
 
-// d += A(64 x 8, registers: tf32 words) @ B(8 x 256, K-major, descriptor); float32 sums.
-__device__ __forceinline__ void gk_wg_mma_rs(float (&d)[128], const unsigned (&a)[4],
-                                             u64 b_desc) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" GK_WG_REGS128
-                 "}, {%128, %129, %130, %131}, %132, 1, 1, 1;\n"
-                 : GK_WG_D128
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
-}
+// d += A(64 x 8, registers: tf32 words) @ B(8 x N, K-major, descriptor) for N = 256 or 64
+// (SUMS = N / 2 a thread); float32 sums. A0 is the operand number of the first A word.
+#define GK_WG_MMA_RS(N, SUMS, A0, A1, A2, A3, B)                                              \
+    __device__ __forceinline__ void gk_wg_mma_rs(float(&d)[SUMS], const unsigned(&a)[4],     \
+                                                 u64 b_desc) {                               \
+        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {"             \
+                     GK_WG_REGS##SUMS "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B    \
+                     ", 1, 1, 1;\n"                                                          \
+                     : GK_WG_D##SUMS                                                         \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));             \
+    }
+GK_WG_MMA_RS(256, 128, 128, 129, 130, 131, 132)
+GK_WG_MMA_RS(64, 32, 32, 33, 34, 35, 36)
+#undef GK_WG_MMA_RS
 
 __device__ __forceinline__ unsigned gk_wg_lds(unsigned address) {
     unsigned word;
@@ -422,26 +432,33 @@ __device__ __forceinline__ unsigned gk_wg_lds(unsigned address) {
     return word;
 }
 
+// Whether a Hopper tile is TF32's with B read as it is (gk_wg_tf32_block): 256 x 128 in place
+// of 128 x 256, and 64 x 128 for M of at most 64.
+template <typename T, int BM, int BN>
+__device__ constexpr bool gk_wg_tf32_reads_b() {
+    return sizeof(T) == 4 && BN == 128 && (BM == 256 || BM == 64);
+}
+
+// The tile of C at (m0, n0) over k-steps [k_begin, k_end) of 32, B read as it is: float32 sums
+// stored to the matrix Cb (rung 8's C, or rung 9's partial sums).
 template <int BM, int BN, int STAGES>
 __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
-                                                 const gk_tensor_map& b_map, float* __restrict__ C,
-                                                 int M, int N, int K, int tiles_m, int tiles_n,
-                                                 int a_batched, int b_batched) {
-    static_assert(BM == 256 && BN == 128 && STAGES == 4, "TF32's tile: 256 x 128, 4 stages");
+                                                 const gk_tensor_map& b_map,
+                                                 float* __restrict__ Cb, int M, int N, int m0,
+                                                 int n0, int a_matrix, int b_matrix, int k_begin,
+                                                 int k_end) {
+    static_assert(BN == 128 && ((BM == 256 && STAGES == 4) || (BM == 64 && STAGES == 8)),
+                  "TF32's tiles: 256 x 128 with 4 stages, 64 x 128 with 8");
     constexpr int BK = GK_WG_ROW_BYTES / 4;       // 32 floats of K per stage
-    constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;  // 32 KiB: BM rows of A, K-major
+    constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;  // BM rows of A, K-major: 32 or 8 KiB
     constexpr int BOX_BYTES = BK * 32 * 4;         // a box of B: 32 rows of K x 32 columns
     constexpr int STAGE_BYTES = A_BYTES + BN / 32 * BOX_BYTES;
+    constexpr int SUMS = BM / 2;                   // a thread's sums: 64 x BM / 128
     constexpr int PITCH = 64 + 4;                  // floats per staged row of C (epilogue)
     static_assert(2 * BM * PITCH * 4 <= STAGES * STAGE_BYTES, "C's tile fits in the stages");
     extern __shared__ unsigned char gk_wg_smem[];
     __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
-    int m0, n0;
-    gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
-    const int matrix = blockIdx.y;
-    const int a_matrix = a_batched ? matrix : 0, b_matrix = b_batched ? matrix : 0;
-    float* const Cb = C + (i64)matrix * M * N;
-    const int steps = (K + BK - 1) / BK;
+    const int steps = k_end - k_begin;
 
     const gk_wg_ring ring = gk_wg_ring_init<STAGES>(full, empty);
     const unsigned smem = ring.smem, full0 = ring.full0, empty0 = ring.empty0;
@@ -449,7 +466,7 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
         gk_wg_produce<STAGES, STAGE_BYTES, BK>(
-            smem, full0, empty0, steps, 0,
+            smem, full0, empty0, steps, k_begin,
             [&a_map, &b_map, m0, n0, a_matrix, b_matrix](unsigned a_tile, int k, unsigned bar) {
                 const unsigned b_tile = a_tile + A_BYTES;
                 gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
@@ -461,9 +478,9 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    float d[128];
+    float d[SUMS];
 #pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    for (int i = 0; i < SUMS; ++i) d[i] = 0.0f;
     const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
     // This thread's columns of the tile (rows of B^T): n and n + 8, in the same box.
@@ -505,7 +522,7 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
         (warpgroup - 1) * BM * PITCH;
     gk_wg_named_barrier(1, 256);  // both warpgroups' products are done with the stages
 #pragma unroll
-    for (int i = 0; i < 32; ++i)
+    for (int i = 0; i < BM / 8; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -573,14 +590,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
-    if constexpr (BM == 256) {  // TF32's tile: B read as it is
-        static_assert(sizeof(T) == 4, "the 256 x 128 tile is TF32's");
-        gk_wg_tf32_block<BM, BN, STAGES>(a_map, b_map, C, M, N, K, tiles_m, tiles_n, a_batched,
-                                         b_batched);
+    int m0, n0;
+    gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
+    const int matrix = blockIdx.y;
+    if constexpr (gk_wg_tf32_reads_b<T, BM, BN>()) {  // TF32's tiles: B read as it is
+        gk_wg_tf32_block<BM, BN, STAGES>(a_map, b_map, C + (i64)matrix * M * N, M, N, m0, n0,
+                                         a_batched ? matrix : 0, b_batched ? matrix : 0, 0,
+                                         (K + BK - 1) / BK);
     } else {
-        int m0, n0;
-        gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
-        const int matrix = blockIdx.y;
+        static_assert(BM != 256, "the 256 x 128 tile is TF32's");
         gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>>(
             a_map, b_map, C + (i64)matrix * M * N, M, N, m0, n0, a_batched ? matrix : 0,
             b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
@@ -600,7 +618,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 // reproducible, and as accurate as rung 8's (float32 sums, one rounding). The cost is the
 // workspace's round trip, splits x M x N x 4 bytes written and read, mostly in L2 at the sizes
 // where the host picks this rung. Where N is at most 128 its tile is 128 x 128, 128 x 64 where
-// N is at most 64, and 64 rows where M is at most 64, as rung 8's (NOTES 97, 101, 102).
+// N is at most 64, and 64 rows where M is at most 64, as rung 8's (NOTES 97, 101, 102); TF32
+// takes rung 8's tiles that read B as it is (gk_wg_tf32_block).
 // Measured (H100, held, of cuBLAS, rung 8 -> this rung; NOTES 62, 97): 128x8192x64 0.20 ->
 // 0.73, 512x8192x96 0.27 -> 0.93, 64x8192x768 0.25 -> 0.69, decode 1x8192x8192 0.61 -> 0.89;
 // 1024^3 0.80 -> 0.46 (the workspace and the second launch cost more than the slices save).
@@ -612,7 +631,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                    const __grid_constant__ gk_tensor_map b_map, float* __restrict__ partial,
                    int M, int N, int K, int tiles_m, int tiles_n, int a_batched, int b_batched,
                    int k_steps) {
-    static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>() && BM != 256,
+    static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>(),
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
@@ -621,9 +640,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int matrix = blockIdx.y, split = blockIdx.z;
     const int k_begin = split * k_steps;
     const int k_end = min(k_begin + k_steps, (K + BK - 1) / BK);  // an empty slice stores zeros
-    gk_wg_block<T, float, gk_wg_shape<BM, BN, STAGES>>(
-        a_map, b_map, partial + ((i64)split * gridDim.y + matrix) * M * N, M, N, m0, n0,
-        a_batched ? matrix : 0, b_batched ? matrix : 0, k_begin, max(k_begin, k_end));
+    float* const slice = partial + ((i64)split * gridDim.y + matrix) * M * N;
+    if constexpr (gk_wg_tf32_reads_b<T, BM, BN>()) {  // TF32's tiles: B read as it is
+        gk_wg_tf32_block<BM, BN, STAGES>(a_map, b_map, slice, M, N, m0, n0,
+                                         a_batched ? matrix : 0, b_batched ? matrix : 0, k_begin,
+                                         max(k_begin, k_end));
+    } else {
+        static_assert(BM != 256, "the 256 x 128 tile is TF32's");
+        gk_wg_block<T, float, gk_wg_shape<BM, BN, STAGES>>(
+            a_map, b_map, slice, M, N, m0, n0, a_batched ? matrix : 0, b_batched ? matrix : 0,
+            k_begin, max(k_begin, k_end));
+    }
 #else
     asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0
 #endif

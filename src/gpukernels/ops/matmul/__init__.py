@@ -235,7 +235,8 @@ class _Wgmma:
     them into C). Operands TMA can read as they are keep a map template re-aimed at each
     call's data; others (a transposed view, rows not 16-byte aligned) are copied into padded
     stacks on every call, and TF32's B is transposed first (its wgmma reads both shared
-    operands K-major) except on TF32's 256 x 128 tile, whose kernel reads B as it is."""
+    operands K-major) except on TF32's 256 x 128 and 64 x 128 tiles, whose kernel reads B as
+    it is."""
 
     def __init__(self, shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int, K: int,
                  batch: int, a: _Operand, b: _Operand) -> None:
@@ -243,9 +244,10 @@ class _Wgmma:
         self.a, self.b = a, b  # how each call's operands become (batch, rows, cols) stacks
         self.compute = shape.compute
         # TF32's wgmma reads shared operands K-major only: B is transposed first, except on
-        # TF32's own tile, whose kernel loads B as it is into registers.
-        b_as_is = shape.tile == rungs.WGMMA_TF32_TILE
-        self.transpose_b = self.compute == numpy.float32 and not b_as_is
+        # TF32's own tiles, whose kernel loads B as it is into registers.
+        tf32 = self.compute == numpy.float32
+        b_as_is = tf32 and shape.tile in rungs.TF32_TILES.values()
+        self.transpose_b = tf32 and not b_as_is
         tile_rows, tile_cols = shape.tile
         self.box_cols = rungs.WGMMA_ROW_BYTES // self.compute.itemsize  # 128-byte rows
         # 16-bit B is read N-contiguous in boxes of 64 x 64; TF32's B as it is in boxes of

@@ -231,8 +231,21 @@ WGMMA_STAGES = {(128, 256): 4, (128, 128): 6, (128, 64): 8, (64, 256): 5, (64, 1
 #: wgmma's TF32 tile in place of 128 x 256: B read as it is into registers, no transposed
 #: copy of it (wgmma.cu's gk_wg_tf32_block); 4 stages of 48 KiB.
 WGMMA_TF32_TILE = (256, 128)
+#: TF32's tile for M of at most 64 (in place of 64 x 256 and 64 x 128): B read as it is, as on
+#: WGMMA_TF32_TILE; 8 stages of 24 KiB.
+WGMMA_TF32_SHORT_TILE = (64, 128)
+#: The TF32 tiles that read B as it is, and the tiles they replace.
+TF32_TILES = {(128, 256): WGMMA_TF32_TILE, (64, 256): WGMMA_TF32_SHORT_TILE,
+              (64, 128): WGMMA_TF32_SHORT_TILE}
 #: The tiles of matmul_wgmma and matmul_split_k, for every type.
 WGMMA_TILES = tuple(tile for tile in WGMMA_STAGES if tile != WGMMA_TF32_TILE)
+
+
+def hopper_tile(tile: tuple[int, int], compute: numpy.dtype) -> tuple[int, int]:
+    """The Hopper rungs' tile for ``compute``: TF32 reads B as it is on the tiles of
+    :data:`TF32_TILES` (its wgmma reads shared operands K-major only, so on the others B is
+    transposed first)."""
+    return TF32_TILES.get(tile, tile) if compute == numpy.float32 else tile
 #: Rows of the Hopper rungs' tile where M is at most that many (NOTES 102): its two consumer
 #: warpgroups split the columns instead of the rows.
 WGMMA_SHORT_ROWS = 64
@@ -300,9 +313,7 @@ def _short_rows(p: Problem, tile: tuple[int, int]) -> tuple[int, int]:
 
 def plan_wgmma(p: Problem) -> Shape:
     compute = _check_hopper(p, "wgmma")
-    tile = _short_rows(p, wgmma_tile(p))
-    if tile == WGMMA_TILE and compute == numpy.float32:
-        tile = WGMMA_TF32_TILE
+    tile = hopper_tile(_short_rows(p, wgmma_tile(p)), compute)
     return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
                  compute, False)
 
@@ -358,7 +369,7 @@ def split_k_slices(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
 def plan_split_k(p: Problem) -> Shape:
     compute = _check_hopper(p, "split_k")
     splits, k_steps = split_k_slices(p, compute)
-    tile = _short_rows(p, split_k_tile(p))
+    tile = hopper_tile(_short_rows(p, split_k_tile(p)), compute)
     return Shape(LADDER["split_k"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
                  compute, False, splits=splits, k_steps=k_steps)
 
@@ -416,13 +427,10 @@ def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tup
 
 
 def _hopper_groups(name: str, tiles: tuple) -> tuple:
-    """The Hopper rungs' instances per type, each tile of :data:`WGMMA_TILES` (wgmma's TF32
-    with its own tile in place of 128 x 256): float16 and TF32 at import, bfloat16 on first
-    use."""
+    """The Hopper rungs' instances per type, each tile of :data:`WGMMA_TILES` (TF32's as
+    :func:`hopper_tile` maps them): float16 and TF32 at import, bfloat16 on first use."""
     def tiles_of(compute: numpy.dtype) -> tuple:
-        if name == "wgmma" and compute == numpy.float32:
-            return tuple(WGMMA_TF32_TILE if tile == WGMMA_TILE else tile for tile in tiles)
-        return tiles
+        return tuple(dict.fromkeys(hopper_tile(tile, compute) for tile in tiles))
 
     return tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]}",
                                   [hopper_instance(name, c, tile) for tile in tiles_of(c)],
@@ -455,8 +463,8 @@ LADDER = Ladder("matmul", (
     Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
                   "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
                   "leave SMs idle, 128x128 or 128x64 where N is that narrow, 64 rows where M is "
-                  "at most 64; TF32 256x128 in place of 128x256, B read into registers as it "
-                  "is), loads and math in separate warps",
+                  "at most 64; TF32 256x128 in place of 128x256 and 64x128 for M of at most "
+                  "64, B read into registers as it is), loads and math in separate warps",
          WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", WGMMA_TILES),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
