@@ -298,7 +298,9 @@ class _Wgmma:
         planned = _transpose._plan(source, None, 0)
         if planned.single is None:
             return None
-        layout = _device.cupy.empty(planned.out_shape, source.dtype)  # for the map's layout
+        # The map's layout: B^T's shape and strides over B's own memory (as many bytes, never
+        # read; each call re-aims the map at its new B^T), not an allocation the size of B.
+        layout = _device.cupy.ndarray(planned.out_shape, source.dtype, memptr=source.data)
         if not tensor_map.tma_compatible(layout):
             return None
         template = tensor_map.MapTemplate(layout, self.box_cols, self.b_box_rows, b_batched)
