@@ -50,6 +50,7 @@ def driver(monkeypatch):
     launched_args: list = [()]
     monkeypatch.setattr(_launch, "_launch_kernel", launch_kernel)
     monkeypatch.setattr(_launch, "_current_stream", lambda: stream)
+    monkeypatch.setattr(_launch, "_DYNAMIC_SHARED_ALLOWED", {})  # fake kernels stay out of it
     return SimpleNamespace(launched=launched, stream=stream, args=launched_args)
 
 
@@ -120,6 +121,16 @@ def test_shared_memory_opt_in_grows_with_a_larger_launch(monkeypatch):
     for nbytes in (64 * 1024, 32 * 1024, 100 * 1024, 64 * 1024):
         _launch.allow_shared_memory(kernel, nbytes)
     assert kernel.opt_ins == [64 * 1024, 100 * 1024]
+
+
+def test_shared_memory_opt_in_is_not_inherited_through_a_reused_id(monkeypatch):
+    # An entry for another object under this kernel's id (a freed kernel's address, taken
+    # again) must not count as this kernel's opt-in; the entries keep their kernels alive.
+    kernel, stranger = _KernelAttributes(0), _KernelAttributes(0)
+    monkeypatch.setattr(_launch, "_DYNAMIC_SHARED_ALLOWED", {id(kernel): (stranger, 200 * 1024)})
+    _launch.allow_shared_memory(kernel, 64 * 1024)
+    assert kernel.opt_ins == [64 * 1024]
+    assert _launch._DYNAMIC_SHARED_ALLOWED[id(kernel)] == (kernel, 64 * 1024)
 
 
 def test_resident_blocks_asks_the_driver_about_the_compiled_function(monkeypatch):

@@ -78,8 +78,10 @@ def span(array: Any) -> int:
                             for n, s in zip(array.shape, array.strides))
 
 
-#: id(kernel) -> the dynamic shared memory (bytes) it may launch with so far.
-_DYNAMIC_SHARED_ALLOWED: dict[int, int] = {}
+#: id(kernel) -> (the kernel, the dynamic shared memory in bytes it may launch with so far).
+#: The entry holds the kernel itself: were it freed, another object could take its id and be
+#: taken for a kernel that had opted in (its launches would then fail with an invalid value).
+_DYNAMIC_SHARED_ALLOWED: dict[int, tuple[Any, int]] = {}
 
 
 def allow_shared_memory(kernel: Any, nbytes: int) -> None:
@@ -91,13 +93,15 @@ def allow_shared_memory(kernel: Any, nbytes: int) -> None:
     """
     if nbytes <= 0:  # static shared memory alone cannot pass 48 KiB: NVRTC refuses that
         return
-    allowed = _DYNAMIC_SHARED_ALLOWED.get(id(kernel))
-    if allowed is None:
+    entry = _DYNAMIC_SHARED_ALLOWED.get(id(kernel))
+    if entry is not None and entry[0] is kernel:
+        allowed = entry[1]
+    else:
         allowed = DEFAULT_SHARED_BYTES - int(kernel.shared_size_bytes)
     if nbytes > allowed:
         kernel.max_dynamic_shared_size_bytes = nbytes
         allowed = nbytes
-    _DYNAMIC_SHARED_ALLOWED[id(kernel)] = allowed
+    _DYNAMIC_SHARED_ALLOWED[id(kernel)] = (kernel, allowed)
 
 
 def resident_blocks(source: Any, instance: str, threads: int, shared_mem: int = 0) -> int:
