@@ -248,24 +248,31 @@ def test_bfloat16_tensors_from_torch_through_dlpack(rng):
 
 # --- TF32's own tiles ----------------------------------------------------------------------------
 
-#: (method, shapes) the Hopper plans give TF32's tiles that read B as it is into registers:
-#: 256 x 128, and 64 x 128 where M is at most 64. M, N and K ragged, rings of stages that wrap
-#: (K = 1000: 32 stages in 4 buffers), A batched over a broadcast B and both batched, rows of
-#: C that are not whole 16-byte chunks (N = 4102, 1030), one row (a decode step), and split_k
-#: on both tiles (slices of K, the partial tiles summed in one order).
+#: (method, shapes, tile) where the Hopper plans give TF32's tiles that read B as it is into
+#: registers: 256 x 128 where the other types take 128 x 256, 128 x 128 where too few of those
+#: would fill the SMs, N is at most 128 or M at most 128, 64 x 128 where M is at most 64. M, N and K ragged,
+#: rings of stages that wrap (K = 1000: 32 stages in 4 or 6 buffers), A batched over a broadcast
+#: B and both batched, rows of C that are not whole 16-byte chunks (N = 4102, 1030, 100), one
+#: row (a decode step), and split_k on every tile (slices of K, the partial tiles summed in one
+#: order).
+WIDE, SQUARE, SHORT = (matmul_rungs.WGMMA_TF32_TILE, matmul_rungs.WGMMA_SMALL_TILE,
+                       matmul_rungs.WGMMA_TF32_SHORT_TILE)
 TF32_TILE_CASES = [
-    ("wgmma", ((1100, 1000), (1000, 8196))), ("wgmma", ((3, 1040, 200), (200, 4102))),
-    ("wgmma", ((4, 520, 129), (4, 129, 1030))), ("wgmma", ((300, 77), (77, 8196))),
-    ("wgmma", ((1, 3000), (3000, 8196))), ("wgmma", ((3, 50, 300), (300, 4102))),
-    ("split_k", ((300, 4000), (4000, 2050))), ("split_k", ((1, 8192), (8192, 4100))),
-    ("split_k", ((2, 40, 3000), (3000, 1030))),
+    ("wgmma", ((1100, 1000), (1000, 8196)), WIDE), ("wgmma", ((3, 1040, 200), (200, 4102)), WIDE),
+    ("wgmma", ((4, 520, 129), (4, 129, 1030)), WIDE), ("wgmma", ((300, 77), (77, 8196)), WIDE),
+    ("wgmma", ((1000, 1000), (1000, 1030)), SQUARE), ("wgmma", ((3, 300, 500), (500, 100)), SQUARE),
+    ("wgmma", ((2, 200, 77), (2, 77, 130)), SQUARE),
+    ("wgmma", ((1, 3000), (3000, 8196)), SHORT), ("wgmma", ((3, 50, 300), (300, 4102)), SHORT),
+    ("split_k", ((300, 4000), (4000, 2050)), WIDE), ("split_k", ((300, 4000), (4000, 100)), SQUARE),
+    ("split_k", ((100, 4000), (4000, 2050)), SQUARE),
+    ("split_k", ((1, 8192), (8192, 4100)), SHORT), ("split_k", ((2, 40, 3000), (3000, 1030)), SHORT),
 ]
 
 
 @pytest.mark.parametrize("case", ["b-as-is", "b-transposed-view", "unaligned-out"])
-@pytest.mark.parametrize(("method", "shapes"), TF32_TILE_CASES,
-                         ids=[f"{m}-{pair_id(s)}" for m, s in TF32_TILE_CASES])
-def test_tf32_tiles_read_b_as_it_is(method, shapes, case, rng):
+@pytest.mark.parametrize(("method", "shapes", "tile"), TF32_TILE_CASES,
+                         ids=[f"{m}-{pair_id(s)}" for m, s, _ in TF32_TILE_CASES])
+def test_tf32_tiles_read_b_as_it_is(method, shapes, tile, case, rng):
     if int(cupy.cuda.Device().compute_capability) != 90:
         pytest.skip(f"{method} runs on compute capability 9.0 only")
     float32 = numpy.dtype(numpy.float32)
@@ -280,8 +287,6 @@ def test_tf32_tiles_read_b_as_it_is(method, shapes, case, rng):
         out = poisoned((1 + out.size,), float32)[1:].reshape(shape)
     with record_launches() as launches:
         got = gk.matmul(da, db, method=method, out=out, precision="tf32")
-    short = shapes[0][-2] <= matmul_rungs.WGMMA_SHORT_ROWS
-    tile = matmul_rungs.WGMMA_TF32_SHORT_TILE if short else matmul_rungs.WGMMA_TF32_TILE
     names = [launch.instance for launch in launches]
     products = [name for name in names if name.startswith(f"matmul_{method}<")]
     assert products == [matmul_rungs.hopper_instance(method, float32, tile)], names

@@ -13,8 +13,9 @@
 //   B: T = gk_half or gk_bfloat16: (batch, K, N), N contiguous (MN-major: wgmma reads it
 //      transposed), boxes of 64 rows x 64 columns, BN / 64 of them per stage;
 //      T = float (TF32): (batch, N, K), K contiguous (K-major; TF32 has no transposed form, so the
-//      host passes B transposed), box BN rows x 128 bytes; on the 256 x 128 tile (batch, K, N)
-//      as it is, boxes of 32 rows x 32 columns, BN / 32 of them per stage.
+//      host passes B transposed), box BN rows x 128 bytes; on TF32's tiles of 128 columns
+//      (256, 128 or 64 rows) (batch, K, N) as it is, boxes of 32 rows x 32 columns, BN / 32 of
+//      them per stage.
 //   C: (batch, M, N) C-contiguous T; float32 sums, rounded once when T is a 16-bit type.
 // Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
 // layout below by static_assert):
@@ -23,7 +24,8 @@
 //                            idle or N <= 128; 128 x 64 where N <= 64; BM = 64 where M <= 64
 //                            and BN is 256 or 128                     gk_wg_shape
 //                            TF32: 256 x 128 in place of 128 x 256, 64 x 128 in place of
-//                            64-row tiles, B read as it is (gk_wg_tf32_block)
+//                            64-row tiles; on those and 128 x 128 B is read as it is
+//                            (gk_wg_tf32_block)
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8
@@ -390,10 +392,12 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 // into registers (wgmma's register-sourced form takes them in any layout the loads make); A's
 // tile, K-major as it is, is wgmma's B operand through a descriptor. The block's tile of C is
 // 256 x 128 (BM x BN; 4 stages of 32 + 16 KiB), so the tiles and their waves over the SMs are
-// those of the 128 x 256 tile for square products; where M is at most 64, 64 x 128 (8 stages
+// those of the 128 x 256 tile for square products; 128 x 128 (6 stages of 16 + 16 KiB;
+// m64n128 products) where the host takes that tile; where M is at most 64, 64 x 128 (8 stages
 // of 8 + 16 KiB; m64n64 products), in place of the 64-row tiles, whose B would be transposed
 // first: for a decode step (1 x 8192 x 8192) that copy moves twice the bytes the product reads.
-// Rung 9 runs the same block over a slice of K into its float32 partial tiles.
+// Only 128 x 64 (N of at most 64, a narrow B) keeps the transposed copy. Rung 9 runs the same
+// block over a slice of K into its float32 partial tiles.
 //  * B arrives by TMA in boxes of 32 rows of K x 32 columns of N (128 bytes, 128-byte
 //    swizzle), BN / 32 of them per stage. A thread's four fragment words of a k-step are
 //    B^T(16w + g (+8), t (+4)) (w its warp, g = lane / 4, t = lane % 4): within one box, row
@@ -409,9 +413,11 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 // 2048^3 0.82 -> 1.03, 4096^3 0.85 -> 0.87-0.92, 4095x4097x4099 1.31 -> 1.39; per call 4096^3
 // 0.87 -> 0.96. At 8192^3 held 0.90-0.93 -> 0.92-0.94, per call 0.88-0.90 -> 0.90: the
 // copy's 6% saved, and about as much lost in the products. The 64 x 128 tile and rung 9's use
-// of both: not yet measured (NOTES 124).
+// of both (NOTES 124): 1 x 8192 x 8192 0.32 -> 0.96 held, 0.34 -> 0.95 per call; 64 x 6144 x
+// 8192 0.38 -> 1.03 held. The 128 x 128 tile (NOTES 125): 256 x 3072 x 8192 0.44 -> 1.17
+// held, 384 x 8192 x 4096 0.56 -> 1.10; the shape suite's geometric mean 0.84 -> 0.95 held.
 
-// d += A(64 x 8, registers: tf32 words) @ B(8 x N, K-major, descriptor) for N = 256 or 64
+// d += A(64 x 8, registers: tf32 words) @ B(8 x N, K-major, descriptor) for N = 256, 128, 64
 // (SUMS = N / 2 a thread); float32 sums. A0 is the operand number of the first A word.
 #define GK_WG_MMA_RS(N, SUMS, A0, A1, A2, A3, B)                                              \
     __device__ __forceinline__ void gk_wg_mma_rs(float(&d)[SUMS], const unsigned(&a)[4],     \
@@ -423,6 +429,7 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));             \
     }
 GK_WG_MMA_RS(256, 128, 128, 129, 130, 131, 132)
+GK_WG_MMA_RS(128, 64, 64, 65, 66, 67, 68)
 GK_WG_MMA_RS(64, 32, 32, 33, 34, 35, 36)
 #undef GK_WG_MMA_RS
 
@@ -433,10 +440,10 @@ __device__ __forceinline__ unsigned gk_wg_lds(unsigned address) {
 }
 
 // Whether a Hopper tile is TF32's with B read as it is (gk_wg_tf32_block): 256 x 128 in place
-// of 128 x 256, and 64 x 128 for M of at most 64.
+// of 128 x 256, 128 x 128, and 64 x 128 for M of at most 64.
 template <typename T, int BM, int BN>
 __device__ constexpr bool gk_wg_tf32_reads_b() {
-    return sizeof(T) == 4 && BN == 128 && (BM == 256 || BM == 64);
+    return sizeof(T) == 4 && BN == 128 && (BM == 256 || BM == 128 || BM == 64);
 }
 
 // The tile of C at (m0, n0) over k-steps [k_begin, k_end) of 32, B read as it is: float32 sums
@@ -447,10 +454,11 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
                                                  float* __restrict__ Cb, int M, int N, int m0,
                                                  int n0, int a_matrix, int b_matrix, int k_begin,
                                                  int k_end) {
-    static_assert(BN == 128 && ((BM == 256 && STAGES == 4) || (BM == 64 && STAGES == 8)),
-                  "TF32's tiles: 256 x 128 with 4 stages, 64 x 128 with 8");
+    static_assert(BN == 128 && ((BM == 256 && STAGES == 4) || (BM == 128 && STAGES == 6) ||
+                                (BM == 64 && STAGES == 8)),
+                  "TF32's tiles: 256 x 128 with 4 stages, 128 x 128 with 6, 64 x 128 with 8");
     constexpr int BK = GK_WG_ROW_BYTES / 4;       // 32 floats of K per stage
-    constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;  // BM rows of A, K-major: 32 or 8 KiB
+    constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;  // BM rows of A, K-major: 32, 16 or 8 KiB
     constexpr int BOX_BYTES = BK * 32 * 4;         // a box of B: 32 rows of K x 32 columns
     constexpr int STAGE_BYTES = A_BYTES + BN / 32 * BOX_BYTES;
     constexpr int SUMS = BM / 2;                   // a thread's sums: 64 x BM / 128
@@ -493,9 +501,8 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
         box + t * 128 + (((c1 >> 2) ^ t) << 4) + ((c1 & 3) << 2),
         box + (t + 4) * 128 + (((c0 >> 2) ^ (t + 4)) << 4) + ((c0 & 3) << 2),
         box + (t + 4) * 128 + (((c1 >> 2) ^ (t + 4)) << 4) + ((c1 & 3) << 2)};
-    for (int i = 0; i < steps; ++i) {
-        const int s = i % STAGES;
-        gk_wg_bar_wait(full0 + 8 * s, (i / STAGES) & 1);
+    for (int i = 0, s = 0, phase = 0; i < steps; ++i) {
+        gk_wg_bar_wait(full0 + 8 * s, phase);
         const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + A_BYTES;
         unsigned fragments[4][4];  // per k-step: a0 .. a3
 #pragma unroll
@@ -510,7 +517,9 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
         gk_wg_commit();
         gk_wg_wait<1>();
         gk_wg_pin(d);
-        if (i > 0 && threadIdx.x % 128 == 0) gk_wg_bar_arrive(empty0 + 8 * ((i - 1) % STAGES));
+        if (i > 0 && threadIdx.x % 128 == 0)
+            gk_wg_bar_arrive(empty0 + 8 * (s == 0 ? STAGES - 1 : s - 1));
+        if (++s == STAGES) s = 0, phase ^= 1;
     }
     gk_wg_wait<0>();
     gk_wg_pin(d);

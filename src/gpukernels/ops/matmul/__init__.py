@@ -234,9 +234,9 @@ class _Wgmma:
     matrices (split_k: into a float32 workspace of partial tiles, then the launch that sums
     them into C). Operands TMA can read as they are keep a map template re-aimed at each
     call's data; others (a transposed view, rows not 16-byte aligned) are copied into padded
-    stacks on every call, and TF32's B is transposed first (its wgmma reads both shared
-    operands K-major) except on TF32's 256 x 128 and 64 x 128 tiles, whose kernel reads B as
-    it is."""
+    stacks on every call. TF32's B is read as it is on TF32's tiles of 128 columns (256, 128
+    or 64 rows: the kernel loads it into registers); on 128 x 64 tiles it is transposed first
+    (TF32's wgmma reads both shared operands K-major)."""
 
     def __init__(self, shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int, K: int,
                  batch: int, a: _Operand, b: _Operand) -> None:

@@ -234,18 +234,26 @@ WGMMA_TF32_TILE = (256, 128)
 #: TF32's tile for M of at most 64 (in place of 64 x 256 and 64 x 128): B read as it is, as on
 #: WGMMA_TF32_TILE; 8 stages of 24 KiB.
 WGMMA_TF32_SHORT_TILE = (64, 128)
-#: The TF32 tiles that read B as it is, and the tiles they replace.
-TF32_TILES = {(128, 256): WGMMA_TF32_TILE, (64, 256): WGMMA_TF32_SHORT_TILE,
-              (64, 128): WGMMA_TF32_SHORT_TILE}
+#: The TF32 tiles that read B as it is, and the tiles they replace (128 x 128 itself: 6 stages
+#: of 32 KiB, m64n128 products). Only 128 x 64 (N of at most 64) transposes B first.
+TF32_TILES = {(128, 256): WGMMA_TF32_TILE, (128, 128): (128, 128),
+              (64, 256): WGMMA_TF32_SHORT_TILE, (64, 128): WGMMA_TF32_SHORT_TILE}
 #: The tiles of matmul_wgmma and matmul_split_k, for every type.
 WGMMA_TILES = tuple(tile for tile in WGMMA_STAGES if tile != WGMMA_TF32_TILE)
 
 
-def hopper_tile(tile: tuple[int, int], compute: numpy.dtype) -> tuple[int, int]:
+def hopper_tile(tile: tuple[int, int], compute: numpy.dtype, rows: int | None = None
+                ) -> tuple[int, int]:
     """The Hopper rungs' tile for ``compute``: TF32 reads B as it is on the tiles of
     :data:`TF32_TILES` (its wgmma reads shared operands K-major only, so on the others B is
-    transposed first)."""
-    return TF32_TILES.get(tile, tile) if compute == numpy.float32 else tile
+    transposed first), and where M (``rows``) is at most 128 takes 128 x 128 in place of
+    256 x 128, whose rows 128-255 would be zeros."""
+    if compute != numpy.float32:
+        return tile
+    tile = TF32_TILES.get(tile, tile)
+    if tile == WGMMA_TF32_TILE and rows is not None and rows <= WGMMA_SMALL_TILE[0]:
+        return WGMMA_SMALL_TILE
+    return tile
 #: Rows of the Hopper rungs' tile where M is at most that many (NOTES 102): its two consumer
 #: warpgroups split the columns instead of the rows.
 WGMMA_SHORT_ROWS = 64
@@ -313,7 +321,7 @@ def _short_rows(p: Problem, tile: tuple[int, int]) -> tuple[int, int]:
 
 def plan_wgmma(p: Problem) -> Shape:
     compute = _check_hopper(p, "wgmma")
-    tile = hopper_tile(_short_rows(p, wgmma_tile(p)), compute)
+    tile = hopper_tile(_short_rows(p, wgmma_tile(p)), compute, p.M)
     return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
                  compute, False)
 
@@ -369,7 +377,7 @@ def split_k_slices(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
 def plan_split_k(p: Problem) -> Shape:
     compute = _check_hopper(p, "split_k")
     splits, k_steps = split_k_slices(p, compute)
-    tile = hopper_tile(_short_rows(p, split_k_tile(p)), compute)
+    tile = hopper_tile(_short_rows(p, split_k_tile(p)), compute, p.M)
     return Shape(LADDER["split_k"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
                  compute, False, splits=splits, k_steps=k_steps)
 
@@ -463,8 +471,9 @@ LADDER = Ladder("matmul", (
     Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
                   "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
                   "leave SMs idle, 128x128 or 128x64 where N is that narrow, 64 rows where M is "
-                  "at most 64; TF32 256x128 in place of 128x256 and 64x128 for M of at most "
-                  "64, B read into registers as it is), loads and math in separate warps",
+                  "at most 64; TF32 256x128 in place of 128x256 (128x128 for M of at most "
+                  "128) and 64x128 for M of at most 64, B read into registers as it is there "
+                  "and on 128x128), loads and math in separate warps",
          WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", WGMMA_TILES),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
