@@ -150,6 +150,20 @@ __device__ __forceinline__ void gk_wg_tma_load(unsigned dst, const gk_tensor_map
         : "memory");
 }
 
+// One stage's loads of an N-contiguous B: A's tile (BM rows x 128 bytes of K) at `a_tile`,
+// then BOXES boxes of B (a stage's K x BOX_COLS columns, BOX_BYTES each) right after it.
+template <int A_BYTES, int BOXES, int BOX_COLS, int BOX_BYTES>
+__device__ __forceinline__ void gk_wg_load_stage(unsigned a_tile, const gk_tensor_map* a_map,
+                                                 const gk_tensor_map* b_map, int k, int m0,
+                                                 int n0, int a_matrix, int b_matrix,
+                                                 unsigned bar) {
+    gk_wg_tma_load(a_tile, a_map, k, m0, a_matrix, bar);
+#pragma unroll
+    for (int j = 0; j < BOXES; ++j)
+        gk_wg_tma_load(a_tile + A_BYTES + j * BOX_BYTES, b_map, n0 + BOX_COLS * j, k, b_matrix,
+                       bar);
+}
+
 // Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte
 // offsets (all in 16-byte units). K-major tiles (8 rows of 128 bytes per swizzle atom): the
 // stride offset is 1024 bytes from one group of 8 rows to the next, the leading offset unused.
@@ -317,15 +331,12 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
         gk_wg_produce<STAGES, STAGE_BYTES, BK>(
             smem, full0, empty0, steps, k_begin,
             [&a_map, &b_map, m0, n0, a_matrix, b_matrix](unsigned a_tile, int k, unsigned bar) {
-                const unsigned b_tile = a_tile + Shape::A_BYTES;
-                gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
-                if constexpr (B_MN_MAJOR) {
-#pragma unroll
-                    for (int j = 0; j < Shape::BN / 64; ++j)
-                        gk_wg_tma_load(b_tile + j * 64 * GK_WG_ROW_BYTES, &b_map, n0 + 64 * j,
-                                       k, b_matrix, bar);
-                } else {
-                    gk_wg_tma_load(b_tile, &b_map, k, n0, b_matrix, bar);
+                if constexpr (B_MN_MAJOR) {  // boxes of 64 x 64
+                    gk_wg_load_stage<Shape::A_BYTES, Shape::BN / 64, 64, 64 * GK_WG_ROW_BYTES>(
+                        a_tile, &a_map, &b_map, k, m0, n0, a_matrix, b_matrix, bar);
+                } else {  // TF32's transposed B: one box of BN rows x 128 bytes of K
+                    gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
+                    gk_wg_tma_load(a_tile + Shape::A_BYTES, &b_map, k, n0, b_matrix, bar);
                 }
             });
     } else {
@@ -476,12 +487,8 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
         gk_wg_produce<STAGES, STAGE_BYTES, BK>(
             smem, full0, empty0, steps, k_begin,
             [&a_map, &b_map, m0, n0, a_matrix, b_matrix](unsigned a_tile, int k, unsigned bar) {
-                const unsigned b_tile = a_tile + A_BYTES;
-                gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
-#pragma unroll
-                for (int j = 0; j < BN / 32; ++j)
-                    gk_wg_tma_load(b_tile + j * BOX_BYTES, &b_map, n0 + 32 * j, k, b_matrix,
-                                   bar);
+                gk_wg_load_stage<A_BYTES, BN / 32, 32, BOX_BYTES>(a_tile, &a_map, &b_map, k, m0,
+                                                                  n0, a_matrix, b_matrix, bar);
             });
         return;
     }

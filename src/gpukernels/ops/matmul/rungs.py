@@ -228,6 +228,13 @@ WGMMA_ROW_BYTES = 128  # the K extent of a stage: 128 bytes, the swizzle span
 #: 32 KiB (128) or 8 of 24 KiB (64); for 64 rows 5 of 40 KiB (256) or 8 of 24 KiB (128).
 WGMMA_STAGES = {(128, 256): 4, (128, 128): 6, (128, 64): 8, (64, 256): 5, (64, 128): 8,
                 (256, 128): 4}
+#: Rows of the Hopper rungs' tile where M is at most that many (NOTES 102): its two consumer
+#: warpgroups split the columns instead of the rows.
+WGMMA_SHORT_ROWS = 64
+#: wgmma's narrower tile, where 128 x 256 tiles would leave SMs idle (NOTES 94).
+WGMMA_SMALL_TILE = (128, 128)
+#: The Hopper rungs' tile where N is at most 64 (NOTES 101).
+WGMMA_NARROW_TILE = (128, 64)
 #: wgmma's TF32 tile in place of 128 x 256: B read as it is into registers, no transposed
 #: copy of it (wgmma.cu's gk_wg_tf32_block); 4 stages of 48 KiB.
 WGMMA_TF32_TILE = (256, 128)
@@ -236,7 +243,7 @@ WGMMA_TF32_TILE = (256, 128)
 WGMMA_TF32_SHORT_TILE = (64, 128)
 #: The TF32 tiles that read B as it is, and the tiles they replace (128 x 128 itself: 6 stages
 #: of 32 KiB, m64n128 products). Only 128 x 64 (N of at most 64) transposes B first.
-TF32_TILES = {(128, 256): WGMMA_TF32_TILE, (128, 128): (128, 128),
+TF32_TILES = {WGMMA_TILE: WGMMA_TF32_TILE, WGMMA_SMALL_TILE: WGMMA_SMALL_TILE,
               (64, 256): WGMMA_TF32_SHORT_TILE, (64, 128): WGMMA_TF32_SHORT_TILE}
 #: The tiles of matmul_wgmma and matmul_split_k, for every type.
 WGMMA_TILES = tuple(tile for tile in WGMMA_STAGES if tile != WGMMA_TF32_TILE)
@@ -254,13 +261,6 @@ def hopper_tile(tile: tuple[int, int], compute: numpy.dtype, rows: int | None = 
     if tile == WGMMA_TF32_TILE and rows is not None and rows <= WGMMA_SMALL_TILE[0]:
         return WGMMA_SMALL_TILE
     return tile
-#: Rows of the Hopper rungs' tile where M is at most that many (NOTES 102): its two consumer
-#: warpgroups split the columns instead of the rows.
-WGMMA_SHORT_ROWS = 64
-#: wgmma's narrower tile, where 128 x 256 tiles would leave SMs idle (NOTES 94).
-WGMMA_SMALL_TILE = (128, 128)
-#: The Hopper rungs' tile where N is at most 64 (NOTES 101).
-WGMMA_NARROW_TILE = (128, 64)
 
 
 def wgmma_shared_bytes(tile: tuple[int, int]) -> int:
