@@ -308,8 +308,8 @@ def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
 def test_tf32_takes_its_own_tiles_where_the_others_take_the_wide_or_short_ones():
     # TF32 on the Hopper rungs reads B as it is on 256 x 128 tiles wherever the other types take
     # 128 x 256 (the same tiles of C for square products), and on 64 x 128 tiles wherever they
-    # take 64-row ones (and 128 x 128 in place of 256 x 128 where M is at most 128); 128 x 128
-    # reads B as it is too, and 128 x 64 keeps B's transposed copy.
+    # take 64-row ones (and 128 x 128 in place of 256 x 128 where M is at most 128); on
+    # 128 x 128 and 128 x 64, as the others do. Every TF32 tile reads B as it is.
     float32, float16 = numpy.dtype(numpy.float32), numpy.dtype(numpy.float16)
     kinds = set()
     for batch, M, N, K in ((1, 8192, 8192, 8192), (2, 4096, 4096, 100), (1, 1100, 8200, 72),
@@ -326,7 +326,8 @@ def test_tf32_takes_its_own_tiles_where_the_others_take_the_wide_or_short_ones()
             assert ours == want, (plan, M, N, K)
             assert ours not in ((128, 256), (64, 256))
             kinds.add(ours)
-    assert {matmul_rungs.WGMMA_TF32_TILE, matmul_rungs.WGMMA_TF32_SHORT_TILE, (128, 128)} <= kinds
+    assert {matmul_rungs.WGMMA_TF32_TILE, matmul_rungs.WGMMA_TF32_SHORT_TILE, (128, 128),
+            (128, 64)} <= kinds
 
 
 def _reduction_requests(operation):

@@ -179,7 +179,7 @@ def test_auto_picks_tensor_cores_for_16_bit_floats_and_tf32(rng):
                          (a.astype(cupy.float32), "tf32")):
         with record_launches() as launches:
             gk.matmul(x, x, precision=precision)
-        # TF32 on wgmma transposes B first; the product itself is the last launch.
+        # The product is the last launch (a short operand may be copied first).
         assert launches and launches[-1].rung == expected, (precision, launches)
         assert launches[-1].instance.startswith(f"matmul_{expected}<")
 
@@ -250,21 +250,23 @@ def test_bfloat16_tensors_from_torch_through_dlpack(rng):
 
 #: (method, shapes, tile) where the Hopper plans give TF32's tiles that read B as it is into
 #: registers: 256 x 128 where the other types take 128 x 256, 128 x 128 where too few of those
-#: would fill the SMs, N is at most 128 or M at most 128, 64 x 128 where M is at most 64. M, N and K ragged,
+#: would fill the SMs, N is at most 128 or M at most 128, 128 x 64 where N is at most 64, 64 x
+#: 128 where M is at most 64. M, N and K ragged,
 #: rings of stages that wrap (K = 1000: 32 stages in 4 or 6 buffers), A batched over a broadcast
 #: B and both batched, rows of C that are not whole 16-byte chunks (N = 4102, 1030, 100), one
 #: row (a decode step), and split_k on every tile (slices of K, the partial tiles summed in one
 #: order).
-WIDE, SQUARE, SHORT = (matmul_rungs.WGMMA_TF32_TILE, matmul_rungs.WGMMA_SMALL_TILE,
-                       matmul_rungs.WGMMA_TF32_SHORT_TILE)
+WIDE, SQUARE, NARROW, SHORT = (matmul_rungs.WGMMA_TF32_TILE, matmul_rungs.WGMMA_SMALL_TILE,
+                               matmul_rungs.WGMMA_NARROW_TILE, matmul_rungs.WGMMA_TF32_SHORT_TILE)
 TF32_TILE_CASES = [
     ("wgmma", ((1100, 1000), (1000, 8196)), WIDE), ("wgmma", ((3, 1040, 200), (200, 4102)), WIDE),
     ("wgmma", ((4, 520, 129), (4, 129, 1030)), WIDE), ("wgmma", ((300, 77), (77, 8196)), WIDE),
     ("wgmma", ((1000, 1000), (1000, 1030)), SQUARE), ("wgmma", ((3, 300, 500), (500, 100)), SQUARE),
-    ("wgmma", ((2, 200, 77), (2, 77, 130)), SQUARE),
+    ("wgmma", ((2, 200, 77), (2, 77, 130)), SQUARE), ("wgmma", ((1000, 1000), (1000, 60)), NARROW),
+    ("wgmma", ((3, 300, 77), (77, 33)), NARROW), ("wgmma", ((2, 130, 129), (2, 129, 64)), NARROW),
     ("wgmma", ((1, 3000), (3000, 8196)), SHORT), ("wgmma", ((3, 50, 300), (300, 4102)), SHORT),
     ("split_k", ((300, 4000), (4000, 2050)), WIDE), ("split_k", ((300, 4000), (4000, 100)), SQUARE),
-    ("split_k", ((100, 4000), (4000, 2050)), SQUARE),
+    ("split_k", ((100, 4000), (4000, 2050)), SQUARE), ("split_k", ((300, 4000), (4000, 50)), NARROW),
     ("split_k", ((1, 8192), (8192, 4100)), SHORT), ("split_k", ((2, 40, 3000), (3000, 1030)), SHORT),
 ]
 

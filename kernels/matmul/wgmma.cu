@@ -12,10 +12,9 @@
 //   A: (batch, M, K), K contiguous (K-major), box BM rows x 128 bytes.
 //   B: T = gk_half or gk_bfloat16: (batch, K, N), N contiguous (MN-major: wgmma reads it
 //      transposed), boxes of 64 rows x 64 columns, BN / 64 of them per stage;
-//      T = float (TF32): (batch, N, K), K contiguous (K-major; TF32 has no transposed form, so the
-//      host passes B transposed), box BN rows x 128 bytes; on TF32's tiles of 128 columns
-//      (256, 128 or 64 rows) (batch, K, N) as it is, boxes of 32 rows x 32 columns, BN / 32 of
-//      them per stage.
+//      T = float (TF32): (batch, K, N) as it is, boxes of 32 rows x 32 columns, BN / 32 of them
+//      per stage (TF32's wgmma has no transposed shared operand: gk_wg_tf32_block loads B into
+//      registers).
 //   C: (batch, M, N) C-contiguous T; float32 sums, rounded once when T is a 16-bit type.
 // Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
 // layout below by static_assert):
@@ -23,9 +22,8 @@
 //   block tile of C        : BM x BN = 128 x 256; 128 x 128 where 256-column tiles leave SMs
 //                            idle or N <= 128; 128 x 64 where N <= 64; BM = 64 where M <= 64
 //                            and BN is 256 or 128                     gk_wg_shape
-//                            TF32: 256 x 128 in place of 128 x 256, 64 x 128 in place of
-//                            64-row tiles; on those and 128 x 128 B is read as it is
-//                            (gk_wg_tf32_block)
+//                            TF32 (gk_wg_tf32_block): 256 x 128 in place of 128 x 256 (128 x
+//                            128 where M <= 128), 64 x 128 in place of 64-row tiles
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8
@@ -220,11 +218,10 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
-// The three products of one width N of B (SUMS = N / 2 float32 sums a thread, held in the
+// The two products of one width N of B (SUMS = N / 2 float32 sums a thread, held in the
 // registers GK_WG_REGS<SUMS> lists and GK_WG_D<SUMS> binds):
-// d += A(64 x 16, K-major) @ B(16 x N, MN-major) with float16 or bfloat16 operands, and
-// d += A(64 x 8, K-major) @ B(8 x N, K-major) with TF32 operands (float32 bits, low 13 mantissa
-// bits ignored); float32 sums. A and B are the operand numbers of the two descriptors.
+// d += A(64 x 16, K-major) @ B(16 x N, MN-major) with float16 or bfloat16 operands; float32
+// sums. A and B are the operand numbers of the two descriptors.
 #define GK_WG_MMA_16BIT(N, SUMS, A, B, TYPE, PTX_TYPE)                                        \
     __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc, TYPE) { \
         asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE  \
@@ -234,14 +231,7 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
     }
 #define GK_WG_MMA_OF_WIDTH(N, SUMS, A, B)                                                      \
     GK_WG_MMA_16BIT(N, SUMS, A, B, gk_half, "f16")                                             \
-    GK_WG_MMA_16BIT(N, SUMS, A, B, gk_bfloat16, "bf16")                                        \
-    __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc,       \
-                                              float) {                                       \
-        asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {"             \
-                     GK_WG_REGS##SUMS "}, %" #A ", %" #B ", 1, 1, 1;\n"                       \
-                     : GK_WG_D##SUMS                                                         \
-                     : "l"(a_desc), "l"(b_desc));                                            \
-    }
+    GK_WG_MMA_16BIT(N, SUMS, A, B, gk_bfloat16, "bf16")
 GK_WG_MMA_OF_WIDTH(256, 128, 128, 129)
 GK_WG_MMA_OF_WIDTH(128, 64, 64, 65)
 GK_WG_MMA_OF_WIDTH(64, 32, 32, 33)
@@ -308,15 +298,16 @@ __device__ __forceinline__ void gk_wg_store_tile(const float (&d)[Shape::SUMS],
 }
 
 // --- one block's work, shared by rungs 8 and 9 ----------------------------------------------------
-// The tile of C at (m0, n0) over k-steps [k_begin, k_end) of BK: float32 sums stored to the
-// matrix Cb, rounded to Out (T for rung 8, float partial sums for rung 9).
+// The tile of C at (m0, n0) over k-steps [k_begin, k_end) of BK, 16-bit operands (TF32's
+// tiles: gk_wg_tf32_block): float32 sums stored to the matrix Cb, rounded to Out (T for rung
+// 8, float partial sums for rung 9).
 template <typename T, typename Out, typename Shape>
 __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk_tensor_map& b_map,
                                             Out* __restrict__ Cb, int M, int N, int m0, int n0,
                                             int a_matrix, int b_matrix, int k_begin, int k_end) {
-    constexpr bool B_MN_MAJOR = sizeof(T) == 2;
-    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 16-bit or 32 TF32 per stage
-    constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 or 8 elements
+    static_assert(sizeof(T) == 2, "float16 or bfloat16 operands");
+    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 of K per stage
+    constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 elements
     constexpr int STAGES = Shape::STAGES, STAGE_BYTES = Shape::STAGE_BYTES;
     extern __shared__ unsigned char gk_wg_smem[];
     __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
@@ -331,13 +322,8 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
         gk_wg_produce<STAGES, STAGE_BYTES, BK>(
             smem, full0, empty0, steps, k_begin,
             [&a_map, &b_map, m0, n0, a_matrix, b_matrix](unsigned a_tile, int k, unsigned bar) {
-                if constexpr (B_MN_MAJOR) {  // boxes of 64 x 64
-                    gk_wg_load_stage<Shape::A_BYTES, Shape::BN / 64, 64, 64 * GK_WG_ROW_BYTES>(
-                        a_tile, &a_map, &b_map, k, m0, n0, a_matrix, b_matrix, bar);
-                } else {  // TF32's transposed B: one box of BN rows x 128 bytes of K
-                    gk_wg_tma_load(a_tile, &a_map, k, m0, a_matrix, bar);
-                    gk_wg_tma_load(a_tile + Shape::A_BYTES, &b_map, k, n0, b_matrix, bar);
-                }
+                gk_wg_load_stage<Shape::A_BYTES, Shape::BN / 64, 64, 64 * GK_WG_ROW_BYTES>(
+                    a_tile, &a_map, &b_map, k, m0, n0, a_matrix, b_matrix, bar);
             });
     } else {
         // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127;
@@ -347,11 +333,9 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
 #pragma unroll
         for (int i = 0; i < Shape::SUMS; ++i) d[i] = 0.0f;
         const unsigned a_rows = Shape::SPLIT_N ? 0 : (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
-        // This warpgroup's first column of B: whole 64-column boxes of 8 KiB (16-bit B,
-        // N-contiguous), or rows of 128 bytes (TF32's transposed B).
+        // This warpgroup's first column of B: whole 64-column boxes of 8 KiB (B N-contiguous).
         const int b_col = Shape::SPLIT_N ? (warpgroup - 1) * Shape::WG_COLS : 0;
-        const unsigned b_cols = B_MN_MAJOR ? b_col / 64 * 64 * GK_WG_ROW_BYTES
-                                           : b_col * GK_WG_ROW_BYTES;
+        const unsigned b_cols = b_col / 64 * 64 * GK_WG_ROW_BYTES;
         for (int i = 0; i < steps; ++i) {
             const int s = i % STAGES;
             gk_wg_bar_wait(full0 + 8 * s, (i / STAGES) & 1);
@@ -362,10 +346,8 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
             for (int kk = 0; kk < GK_WG_ROW_BYTES / K_STEP_BYTES; ++kk) {
                 const u64 a_desc = gk_wg_desc(a_tile + a_rows + kk * K_STEP_BYTES, 16, 1024);
                 const u64 b_desc =
-                    B_MN_MAJOR
-                        ? gk_wg_desc(b_tile + kk * (K_STEP_BYTES / (int)sizeof(T)) * GK_WG_ROW_BYTES,
-                                     64 * GK_WG_ROW_BYTES, 1024)
-                        : gk_wg_desc(b_tile + kk * K_STEP_BYTES, 16, 1024);
+                    gk_wg_desc(b_tile + kk * (K_STEP_BYTES / (int)sizeof(T)) * GK_WG_ROW_BYTES,
+                               64 * GK_WG_ROW_BYTES, 1024);
                 gk_wg_mma(d, a_desc, b_desc, T());
             }
             gk_wg_commit();
@@ -396,7 +378,7 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 
 // --- TF32's tiles: one block's work, B read as it is (rungs 8 and 9) -----------------------------
 // gk_wg_tf32_block: TF32's wgmma reads an operand from shared memory K-major only, and B
-// (K x N, N contiguous) is N-major, so gk_wg_block needs B transposed into a (N, K) copy
+// (K x N, N contiguous) is N-major, so gk_wg_block would need B transposed into a (N, K) copy
 // first, a launch that moves 2 x 4KN bytes (0.19 ms of 3.3 at 8192^3 on an H100; NOTES 119).
 // Here the roles swap: each consumer warpgroup computes a 64 x BM tile of C^T = B^T A^T.
 // B^T's 64 rows (64 columns of C) are wgmma's A operand, loaded from B's tile in shared memory
@@ -404,11 +386,12 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 // tile, K-major as it is, is wgmma's B operand through a descriptor. The block's tile of C is
 // 256 x 128 (BM x BN; 4 stages of 32 + 16 KiB), so the tiles and their waves over the SMs are
 // those of the 128 x 256 tile for square products; 128 x 128 (6 stages of 16 + 16 KiB;
-// m64n128 products) where the host takes that tile; where M is at most 64, 64 x 128 (8 stages
-// of 8 + 16 KiB; m64n64 products), in place of the 64-row tiles, whose B would be transposed
-// first: for a decode step (1 x 8192 x 8192) that copy moves twice the bytes the product reads.
-// Only 128 x 64 (N of at most 64, a narrow B) keeps the transposed copy. Rung 9 runs the same
-// block over a slice of K into its float32 partial tiles.
+// m64n128 products) where the host takes that tile; 128 x 64 where N is at most 64 (8 stages
+// of 16 + 8 KiB: both warpgroups take the 64 columns and half the rows each, m64n64
+// products); where M is at most 64, 64 x 128 (8 stages of 8 + 16 KiB; m64n64 products), in
+// place of the 64-row tiles. For a decode step (1 x 8192 x 8192) a transposed copy of B would
+// move twice the bytes the product reads. Rung 9 runs the same block over a slice of K into
+// its float32 partial tiles.
 //  * B arrives by TMA in boxes of 32 rows of K x 32 columns of N (128 bytes, 128-byte
 //    swizzle), BN / 32 of them per stage. A thread's four fragment words of a k-step are
 //    B^T(16w + g (+8), t (+4)) (w its warp, g = lane / 4, t = lane % 4): within one box, row
@@ -450,13 +433,6 @@ __device__ __forceinline__ unsigned gk_wg_lds(unsigned address) {
     return word;
 }
 
-// Whether a Hopper tile is TF32's with B read as it is (gk_wg_tf32_block): 256 x 128 in place
-// of 128 x 256, 128 x 128, and 64 x 128 for M of at most 64.
-template <typename T, int BM, int BN>
-__device__ constexpr bool gk_wg_tf32_reads_b() {
-    return sizeof(T) == 4 && BN == 128 && (BM == 256 || BM == 128 || BM == 64);
-}
-
 // The tile of C at (m0, n0) over k-steps [k_begin, k_end) of 32, B read as it is: float32 sums
 // stored to the matrix Cb (rung 8's C, or rung 9's partial sums).
 template <int BM, int BN, int STAGES>
@@ -465,16 +441,21 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
                                                  float* __restrict__ Cb, int M, int N, int m0,
                                                  int n0, int a_matrix, int b_matrix, int k_begin,
                                                  int k_end) {
-    static_assert(BN == 128 && ((BM == 256 && STAGES == 4) || (BM == 128 && STAGES == 6) ||
-                                (BM == 64 && STAGES == 8)),
-                  "TF32's tiles: 256 x 128 with 4 stages, 128 x 128 with 6, 64 x 128 with 8");
-    constexpr int BK = GK_WG_ROW_BYTES / 4;       // 32 floats of K per stage
-    constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;  // BM rows of A, K-major: 32, 16 or 8 KiB
-    constexpr int BOX_BYTES = BK * 32 * 4;         // a box of B: 32 rows of K x 32 columns
+    static_assert((BN == 128 && ((BM == 256 && STAGES == 4) || (BM == 128 && STAGES == 6) ||
+                                 (BM == 64 && STAGES == 8))) ||
+                      (BN == 64 && BM == 128 && STAGES == 8),
+                  "TF32's tiles: 256 x 128 with 4 stages, 128 x 128 with 6, 64 x 128 and "
+                  "128 x 64 with 8");
+    // 64 columns (SPLIT_M): both warpgroups take the 64 columns, and half the rows each.
+    constexpr bool SPLIT_M = BN == 64;
+    constexpr int WG_ROWS = SPLIT_M ? BM / 2 : BM;  // rows of C a warpgroup: wgmma's n
+    constexpr int BK = GK_WG_ROW_BYTES / 4;         // 32 floats of K per stage
+    constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;   // BM rows of A, K-major: 32, 16 or 8 KiB
+    constexpr int BOX_BYTES = BK * 32 * 4;          // a box of B: 32 rows of K x 32 columns
     constexpr int STAGE_BYTES = A_BYTES + BN / 32 * BOX_BYTES;
-    constexpr int SUMS = BM / 2;                   // a thread's sums: 64 x BM / 128
-    constexpr int PITCH = 64 + 4;                  // floats per staged row of C (epilogue)
-    static_assert(2 * BM * PITCH * 4 <= STAGES * STAGE_BYTES, "C's tile fits in the stages");
+    constexpr int SUMS = WG_ROWS / 2;               // a thread's sums: 64 x WG_ROWS / 128
+    constexpr int PITCH = 64 + 4;                   // floats per staged row of C (epilogue)
+    static_assert(2 * WG_ROWS * PITCH * 4 <= STAGES * STAGE_BYTES, "C's tile fits in the stages");
     extern __shared__ unsigned char gk_wg_smem[];
     __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
     const int steps = k_end - k_begin;
@@ -498,8 +479,11 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
     for (int i = 0; i < SUMS; ++i) d[i] = 0.0f;
     const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
-    // This thread's columns of the tile (rows of B^T): n and n + 8, in the same box.
-    const int n = 64 * (warpgroup - 1) + 16 * w + g;
+    // This warpgroup's first row and column of the tile; this thread's columns (rows of B^T):
+    // n and n + 8, in the same box.
+    const int row0 = SPLIT_M ? WG_ROWS * (warpgroup - 1) : 0;
+    const int col0 = SPLIT_M ? 0 : 64 * (warpgroup - 1);
+    const int n = col0 + 16 * w + g;
     const unsigned box = n / 32 * BOX_BYTES;
     const int c0 = n % 32, c1 = c0 + 8;
     // Byte offsets in a stage's B of a0 (n, t), a1 (n + 8, t), a2 (n, t + 4), a3 (n + 8, t + 4).
@@ -508,9 +492,11 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
         box + t * 128 + (((c1 >> 2) ^ t) << 4) + ((c1 & 3) << 2),
         box + (t + 4) * 128 + (((c0 >> 2) ^ (t + 4)) << 4) + ((c0 & 3) << 2),
         box + (t + 4) * 128 + (((c1 >> 2) ^ (t + 4)) << 4) + ((c1 & 3) << 2)};
+    // This warpgroup's rows of A in stage 0: whole swizzle atoms of 8 rows past the tile's start.
+    const unsigned a_first = smem + row0 * GK_WG_ROW_BYTES;
     for (int i = 0, s = 0, phase = 0; i < steps; ++i) {
         gk_wg_bar_wait(full0 + 8 * s, phase);
-        const unsigned a_tile = smem + s * STAGE_BYTES, b_tile = a_tile + A_BYTES;
+        const unsigned b_tile = smem + s * STAGE_BYTES + A_BYTES;
         unsigned fragments[4][4];  // per k-step: a0 .. a3
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
@@ -520,7 +506,8 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
         gk_wg_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-            gk_wg_mma_rs(d, fragments[kk], gk_wg_desc(a_tile + kk * 32, 16, 1024));
+            gk_wg_mma_rs(d, fragments[kk], gk_wg_desc(a_first + s * STAGE_BYTES + kk * 32, 16,
+                                                     1024));
         gk_wg_commit();
         gk_wg_wait<1>();
         gk_wg_pin(d);
@@ -531,14 +518,14 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
     gk_wg_wait<0>();
     gk_wg_pin(d);
 
-    // Epilogue: d[4i + 2h + e] is C(m = 8i + 2t + e, n = 16w + g + 8h) of this warpgroup's 64
-    // columns; staged as rows of m, then written 16 bytes a lane.
+    // Epilogue: d[4i + 2h + e] is C(m = row0 + 8i + 2t + e, n = col0 + 16w + g + 8h) of this
+    // warpgroup's WG_ROWS x 64; staged as rows of m, then written 16 bytes a lane.
     float* const staged =
         reinterpret_cast<float*>(gk_wg_smem + (smem - gk_shared_address(gk_wg_smem))) +
-        (warpgroup - 1) * BM * PITCH;
+        (warpgroup - 1) * WG_ROWS * PITCH;
     gk_wg_named_barrier(1, 256);  // both warpgroups' products are done with the stages
 #pragma unroll
-    for (int i = 0; i < BM / 8; ++i)
+    for (int i = 0; i < WG_ROWS / 8; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -546,10 +533,10 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
                 staged[(8 * i + 2 * t + e) * PITCH + 16 * w + g + 8 * h] = d[4 * i + 2 * h + e];
     gk_wg_named_barrier(1 + warpgroup, 128);
     const bool whole = N % 4 == 0 && (reinterpret_cast<u64>(Cb) & 15) == 0;
-    const int first_col = n0 + 64 * (warpgroup - 1);
+    const int first_col = n0 + col0;
 #pragma unroll 4
-    for (int c = threadIdx.x & 127; c < BM * 16; c += 128) {
-        const int r = c / 16, col = first_col + c % 16 * 4, m = m0 + r;
+    for (int c = threadIdx.x & 127; c < WG_ROWS * 16; c += 128) {
+        const int r = c / 16, col = first_col + c % 16 * 4, m = m0 + row0 + r;
         if (m >= M || col >= N) continue;
         const float* const from = staged + r * PITCH + c % 16 * 4;
         float* const to = Cb + (i64)m * N + col;
@@ -570,10 +557,10 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 //    one thread issues a few instructions per stage, no registers hold the data, rows and
 //    columns past M, N or K arrive as zeros (edge tiles run the same loop), and the tiles land
 //    in the 128-byte swizzled layout that wgmma reads without bank conflicts.
-//  * wgmma.mma_async: the 4 warps of a warpgroup issue one 64xBNx16 (16-bit) or 64xBNx8
-//    (TF32) product reading both operands from shared memory through descriptors; it runs
-//    asynchronously, so a warpgroup keeps one stage's products in flight while it waits for
-//    the next stage.
+//  * wgmma.mma_async: the 4 warps of a warpgroup issue one 64xBNx16 product reading both
+//    operands from shared memory through descriptors (TF32's tiles take B^T from registers:
+//    gk_wg_tf32_block); it runs asynchronously, so a warpgroup keeps one stage's products in
+//    flight while it waits for the next stage.
 //  * Warp specialisation: warpgroup 0 (its register budget lowered to 40 with setmaxnreg) only
 //    loads; warpgroups 1 and 2 (raised to 232: 128 float32 sums each) only multiply. Four
 //    stages with a "full" and an "empty" mbarrier each: the producer waits for "empty", arms
@@ -609,7 +596,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     int m0, n0;
     gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
     const int matrix = blockIdx.y;
-    if constexpr (gk_wg_tf32_reads_b<T, BM, BN>()) {  // TF32's tiles: B read as it is
+    if constexpr (sizeof(T) == 4) {  // TF32: B read as it is, into registers
         gk_wg_tf32_block<BM, BN, STAGES>(a_map, b_map, C + (i64)matrix * M * N, M, N, m0, n0,
                                          a_batched ? matrix : 0, b_batched ? matrix : 0, 0,
                                          (K + BK - 1) / BK);
@@ -635,7 +622,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 // workspace's round trip, splits x M x N x 4 bytes written and read, mostly in L2 at the sizes
 // where the host picks this rung. Where N is at most 128 its tile is 128 x 128, 128 x 64 where
 // N is at most 64, and 64 rows where M is at most 64, as rung 8's (NOTES 97, 101, 102); TF32
-// takes rung 8's tiles that read B as it is (gk_wg_tf32_block).
+// takes rung 8's tiles, B read as it is (gk_wg_tf32_block).
 // Measured (H100, held, of cuBLAS, rung 8 -> this rung; NOTES 62, 97): 128x8192x64 0.20 ->
 // 0.73, 512x8192x96 0.27 -> 0.93, 64x8192x768 0.25 -> 0.69, decode 1x8192x8192 0.61 -> 0.89;
 // 1024^3 0.80 -> 0.46 (the workspace and the second launch cost more than the slices save).
@@ -657,7 +644,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int k_begin = split * k_steps;
     const int k_end = min(k_begin + k_steps, (K + BK - 1) / BK);  // an empty slice stores zeros
     float* const slice = partial + ((i64)split * gridDim.y + matrix) * M * N;
-    if constexpr (gk_wg_tf32_reads_b<T, BM, BN>()) {  // TF32's tiles: B read as it is
+    if constexpr (sizeof(T) == 4) {  // TF32: B read as it is, into registers
         gk_wg_tf32_block<BM, BN, STAGES>(a_map, b_map, slice, M, N, m0, n0,
                                          a_batched ? matrix : 0, b_batched ? matrix : 0, k_begin,
                                          max(k_begin, k_end));

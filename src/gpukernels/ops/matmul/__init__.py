@@ -234,29 +234,20 @@ class _Wgmma:
     matrices (split_k: into a float32 workspace of partial tiles, then the launch that sums
     them into C). Operands TMA can read as they are keep a map template re-aimed at each
     call's data; others (a transposed view, rows not 16-byte aligned) are copied into padded
-    stacks on every call. TF32's B is read as it is on TF32's tiles of 128 columns (256, 128
-    or 64 rows: the kernel loads it into registers); on 128 x 64 tiles it is transposed first
-    (TF32's wgmma reads both shared operands K-major)."""
+    stacks on every call. B is read N-contiguous, as it is: 16-bit B by wgmma's transposed
+    shared operand, TF32's B (whose wgmma reads shared operands K-major only) loaded into
+    registers by the kernel."""
 
     def __init__(self, shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int, K: int,
                  batch: int, a: _Operand, b: _Operand) -> None:
         self.shape, self.M, self.N, self.K, self.batch = shape, M, N, K, batch
         self.a, self.b = a, b  # how each call's operands become (batch, rows, cols) stacks
         self.compute = shape.compute
-        # TF32's wgmma reads shared operands K-major only: B is transposed first, except on
-        # TF32's own tiles, whose kernel loads B as it is into registers.
-        tf32 = self.compute == numpy.float32
-        b_as_is = tf32 and shape.tile in rungs.TF32_TILES.values()
-        self.transpose_b = tf32 and not b_as_is
         tile_rows, tile_cols = shape.tile
         self.box_cols = rungs.WGMMA_ROW_BYTES // self.compute.itemsize  # 128-byte rows
-        # 16-bit B is read N-contiguous in boxes of 64 x 64; TF32's B as it is in boxes of
-        # 32 x 32 (a stage's 32 of K); TF32's transposed B in one box of BN rows (columns of
-        # C) per stage.
-        if self.compute.itemsize == 2:
-            self.b_box_rows = rungs.WGMMA_F16_B_BOX
-        else:
-            self.b_box_rows = self.box_cols if b_as_is else tile_cols
+        # B is read N-contiguous in boxes of 64 x 64 (16-bit) or 32 x 32 (TF32: a stage's 32
+        # of K).
+        self.b_box_rows = rungs.WGMMA_F16_B_BOX if self.compute.itemsize == 2 else self.box_cols
         self.tiles = (ceil_div(M, tile_rows), ceil_div(N, tile_cols))
         self.instance = shape.instance("int", False)
         int32 = numpy.int32
@@ -266,7 +257,7 @@ class _Wgmma:
         # Map templates for operands read as they are (the common case); None: built per call.
         self.templates: list[tuple[tensor_map.MapTemplate, bool] | None] = [None, None]
         for position, (stack, operand) in enumerate(((a_stack, a), (b_stack, b))):
-            if (position == 1 and self.transpose_b) or not operand.as_is:
+            if not operand.as_is:
                 continue
             batched = stack.shape[0] > 1 and stack.strides[0] != 0
             if tensor_map.tma_compatible(stack if batched else stack[:1]) and batch <= MAX_GRID_YZ:
@@ -279,34 +270,6 @@ class _Wgmma:
         if a_read is not None and b_read is not None:
             (a_template, a_batched), (b_template, b_batched) = a_read, b_read
             self.direct = (self._call(batch, (a_batched, b_batched)), a_template, b_template)
-        # TF32 with both operands read as they are: each call transposes B by the transpose
-        # ladder's planned launch into a new (batch, N, K) stack and re-aims a map at it, two
-        # launches and no per-call planning (which cost about 140 us of host time a call).
-        self.transposed: tuple | None = None
-        if self.transpose_b and a_read is not None and b.as_is and batch <= MAX_GRID_YZ:
-            self.transposed = self._transposed_b(b_stack, a_read)
-
-    def _transposed_b(self, b_stack: Any, a_read: tuple) -> tuple | None:
-        """(product call, A's map template, B's transpose call, B^T's shape, B^T's map
-        template) for TF32 calls whose B is read as it is, or None where the transpose takes
-        more than one launch or TMA cannot read B^T as it is (rows not 16-byte aligned)."""
-        from .. import transpose as _transpose  # (the transpose package imports nothing here)
-
-        b_batched = b_stack.shape[0] > 1 and b_stack.strides[0] != 0
-        source = b_stack if b_batched else b_stack[:1]
-        # B^T goes into a new array each call: CuPy's allocations are 256-byte aligned.
-        planned = _transpose._plan(source, None, 0)
-        if planned.single is None:
-            return None
-        # The map's layout: B^T's shape and strides over B's own memory (as many bytes, never
-        # read; each call re-aims the map at its new B^T), not an allocation the size of B.
-        layout = _device.cupy.ndarray(planned.out_shape, source.dtype, memptr=source.data)
-        if not tensor_map.tma_compatible(layout):
-            return None
-        template = tensor_map.MapTemplate(layout, self.box_cols, self.b_box_rows, b_batched)
-        a_template, a_batched = a_read
-        return (self._call(self.batch, (a_batched, b_batched)), a_template, planned.single,
-                planned.out_shape, template)
 
     def _call(self, count: int, batched: tuple) -> KernelCall:
         key = (count, batched)
@@ -353,19 +316,8 @@ class _Wgmma:
             self._launch(call, a_template.at(a.data.ptr), b_template.at(b.data.ptr), c,
                          self.batch)
             return
-        if self.transposed is not None:
-            call, a_template, transpose_b, shape, b_template = self.transposed
-            b_transposed = _device.cupy.empty(shape, self.compute)
-            transpose_b(b, b_transposed)  # reads b's data as the plan's (batch, K, N) view
-            self._launch(call, a_template.at(a.data.ptr),
-                         b_template.at(b_transposed.data.ptr), c, self.batch)
-            return
         a_stack, b_stack = self.a.stack(a), self.b.stack(b)
         c_stack = c.reshape(self.batch, self.M, self.N)
-        if self.transpose_b:
-            from ..transpose import transpose  # (batch, K, N) -> (batch, N, K), K contiguous
-
-            b_stack = transpose(b_stack if b_stack.strides[0] != 0 else b_stack[:1])
         a_op, a_batched = _tma_operand(a_stack)
         b_op, b_batched = _tma_operand(b_stack)
         tile_rows = self.shape.tile[0]
@@ -461,8 +413,7 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
         else ``"wgmma"``; ``"mma"`` on the others; else the fastest SIMT rung (the README's
         table). The tensor-core rungs take float16 and bfloat16, and float32 only as TF32.
         ``"wgmma"`` and ``"split_k"`` run on compute capability 9.0 only; they copy operands
-        whose rows are not 16-byte aligned into padded temporaries, and transpose B first for
-        TF32.
+        whose rows are not 16-byte aligned into padded temporaries.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; its dtype must be one the result
         casts to under NumPy's ``same_kind`` rule.

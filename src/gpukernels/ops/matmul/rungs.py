@@ -241,9 +241,11 @@ WGMMA_TF32_TILE = (256, 128)
 #: TF32's tile for M of at most 64 (in place of 64 x 256 and 64 x 128): B read as it is, as on
 #: WGMMA_TF32_TILE; 8 stages of 24 KiB.
 WGMMA_TF32_SHORT_TILE = (64, 128)
-#: The TF32 tiles that read B as it is, and the tiles they replace (128 x 128 itself: 6 stages
-#: of 32 KiB, m64n128 products). Only 128 x 64 (N of at most 64) transposes B first.
+#: TF32's tile in place of each of the other types' (128 x 128 and 128 x 64 themselves: 6
+#: stages of 32 KiB with m64n128 products, 8 of 24 KiB with m64n64). Every one reads B as it
+#: is (wgmma.cu's gk_wg_tf32_block).
 TF32_TILES = {WGMMA_TILE: WGMMA_TF32_TILE, WGMMA_SMALL_TILE: WGMMA_SMALL_TILE,
+              WGMMA_NARROW_TILE: WGMMA_NARROW_TILE,
               (64, 256): WGMMA_TF32_SHORT_TILE, (64, 128): WGMMA_TF32_SHORT_TILE}
 #: The tiles of matmul_wgmma and matmul_split_k, for every type.
 WGMMA_TILES = tuple(tile for tile in WGMMA_STAGES if tile != WGMMA_TF32_TILE)
@@ -251,10 +253,9 @@ WGMMA_TILES = tuple(tile for tile in WGMMA_STAGES if tile != WGMMA_TF32_TILE)
 
 def hopper_tile(tile: tuple[int, int], compute: numpy.dtype, rows: int | None = None
                 ) -> tuple[int, int]:
-    """The Hopper rungs' tile for ``compute``: TF32 reads B as it is on the tiles of
-    :data:`TF32_TILES` (its wgmma reads shared operands K-major only, so on the others B is
-    transposed first), and where M (``rows``) is at most 128 takes 128 x 128 in place of
-    256 x 128, whose rows 128-255 would be zeros."""
+    """The Hopper rungs' tile for ``compute``: TF32 takes its own (:data:`TF32_TILES`), and
+    where M (``rows``) is at most 128 takes 128 x 128 in place of 256 x 128, whose rows 128-255
+    would be zeros."""
     if compute != numpy.float32:
         return tile
     tile = TF32_TILES.get(tile, tile)
@@ -472,8 +473,8 @@ LADDER = Ladder("matmul", (
                   "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
                   "leave SMs idle, 128x128 or 128x64 where N is that narrow, 64 rows where M is "
                   "at most 64; TF32 256x128 in place of 128x256 (128x128 for M of at most "
-                  "128) and 64x128 for M of at most 64, B read into registers as it is there "
-                  "and on 128x128), loads and math in separate warps",
+                  "128) and 64x128 for M of at most 64, B read into registers as it is), "
+                  "loads and math in separate warps",
          WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", WGMMA_TILES),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
