@@ -94,21 +94,25 @@ def test_single_pass_capacity_covers_every_tile():
     assert per_column >= narrow.launch.grid[0] and narrow.scratch == per_column * 16
 
 
-@pytest.mark.parametrize("dtype", ["bool", "int8", "int32", "float16", "float32", "float64",
-                                   "complex64", "complex128"])
+@pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
 @pytest.mark.parametrize("inner", [1, 2, 4, 8, 16, 32])
 def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner):
     dtype = numpy.dtype(dtype)
     p = rungs.Problem("SumOp", dtype, 1000, 7 * inner, inner)
     launch = rungs.plan_columns(p).steps[0].launch
-    items = rungs.look_back_items(dtype)
+    warps, items = rungs.narrow_geometry(dtype)
+    assert launch.block[0] == 32 * warps and 1 <= items <= rungs.NARROW_MAX_ITEMS
     assert launch.grid[0] * launch.block[0] * items >= p.n * p.rows
     assert (launch.block[0] * items) % inner == 0  # whole rows in a tile
-    # the buffer holds the outputs, 16-byte words with a word of padding after every eight;
-    # with the kernel's static shared memory it stays within the 48 KiB no opt-in needs
-    out_bytes = launch.block[0] * items * rungs.accumulator(dtype)[1].itemsize
+    # the buffer holds the outputs, whole 16-byte words with a word of padding after every
+    # eight; with the static shared memory it stays within sm_75's 64 KiB a block
+    out = rungs.accumulator(dtype)[1].itemsize
+    out_bytes = launch.block[0] * items * out
+    assert out_bytes % 16 == 0 and (items * dtype.itemsize) % 16 == 0
     assert launch.shared_mem == out_bytes + out_bytes // 8
-    assert launch.shared_mem <= 40 * 1024
+    assert launch.shared_mem + rungs._narrow_shared(dtype, warps, items)[1] <= 64 * 1024
+    # never a smaller tile than blocked's (8 warps of look_back_items)
+    assert warps * items >= 8 * rungs.look_back_items(dtype)
 
 
 def test_wide_columns_take_no_dynamic_shared_memory():
@@ -191,6 +195,17 @@ LENGTHS = (1, 2, 31, 4095, 4096, 4097, 3 * 4096 + 17, 123457)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
+def test_narrow_blocks_static_shared_memory_is_within_the_planned_bound(dtype):
+    # narrow_geometry sizes the tile with an estimate of the kernel's static shared memory;
+    # the compiled kernel's own figure must not pass it, or a block could exceed sm_75's limit
+    dtype = numpy.dtype(dtype)
+    warps, items = rungs.narrow_geometry(dtype)
+    kernel = rungs.SOURCE.function(rungs._columns_instance("SumOp", dtype, True))
+    assert kernel.shared_size_bytes <= rungs._narrow_shared(dtype, warps, items)[1]
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("operation", OPERATIONS)
 @pytest.mark.parametrize("method", RUNGS + ("auto",))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -212,6 +227,21 @@ def test_scans_along_an_axis(operation, method, dtype, shape, axis, rng):
     x = _data(operation, shape, dtype, rng, n)
     got = getattr(gk, operation)(cupy.asarray(x), axis=axis, method=method)
     _compare(got, x, operation, axis=axis)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("inner", [2, 8, 16, 32])
+def test_narrow_column_scans_of_every_dtype(operation, dtype, inner, rng):
+    # columns' narrow path on every dtype's tile geometry (narrow_geometry): many tiles, the
+    # last one partial, and scans that begin inside a tile (several along axis 1); outputs
+    # poisoned, so an element left unwritten shows
+    for shape, axis in (((20011, inner), 0), ((3, 4099, inner), 1)):
+        x = _data(operation, shape, dtype, rng, shape[axis])
+        out = poisoned(shape, reduction_result_dtype(operation, dtype, None))
+        got = getattr(gk, operation)(cupy.asarray(x), axis=axis, method="columns", out=out)
+        _compare(got, x, operation, axis=axis)
 
 
 @pytest.mark.gpu

@@ -735,14 +735,16 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // gk_columns_narrow below: their rows are short, so a tile of consecutive whole rows is
 // contiguous memory.
 // Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.41
-// (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.30 on the narrow path (0.08 before it, half
-// the lanes idle; cupy.cumsum 0.04, torch.cumsum 366 ms) (benchmarks/NOTES.md, item 73).
+// (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.49 on the narrow path with 16 x 24 tiles
+// (0.30 with blocked's 8 x 16, 0.08 before the narrow path, half the lanes idle; cupy.cumsum
+// 0.04, torch.cumsum 368 ms) (benchmarks/NOTES.md, items 73 and 127).
 // ---------------------------------------------------------------------------------------------
 
 // The columns rung on narrow arrays, inner = C a power of two up to 32: a tile is BLOCK x ITEMS
-// consecutive elements (ITEMS: the instance's ROWS, blocked's items per thread on the host),
-// 1/C of them per column, loaded and stored as blocked does (16-byte words striped across the
-// threads, staged in the padded buffer, dynamic shared memory).
+// consecutive elements (ITEMS: the instance's ROWS; the host's narrow_geometry takes 16 warps
+// of up to 24 where their outputs fit sm_75's 64 KiB of shared memory, blocked's tile
+// otherwise), 1/C of them per column, loaded and stored as blocked does (16-byte words striped
+// across the threads, staged in the padded buffer, dynamic shared memory).
 // Thread t takes column t % C and ITEMS consecutive rows of it, so every lane works; the
 // threads of a column scan across the warp by shuffles of C, 2C, ... lanes and across warps
 // through `totals`; each column looks back along its own chain with look_back's grouped,
@@ -879,11 +881,12 @@ __device__ __forceinline__ void gk_columns_narrow(
     gk_store_tile<Out, BLOCK, OUT_WORDS>(buffer, out, base, total, n, 1, tid);
 }
 
-// The narrow path's blocks per SM: its registers are capped so that this many fit.
-constexpr int NARROW_MIN_BLOCKS = 4;
+// The narrow path's threads per SM: its registers are capped so that blocks of this many
+// threads in all fit (64 registers a thread).
+constexpr int NARROW_THREADS_PER_SM = 1024;
 
 template <typename Op, typename In, typename Acc, typename Out, int WARPS, int ROWS, bool NARROW>
-__global__ void __launch_bounds__(WARPS * 32, NARROW ? NARROW_MIN_BLOCKS : 0)
+__global__ void __launch_bounds__(WARPS * 32, NARROW ? NARROW_THREADS_PER_SM / (WARPS * 32) : 0)
 scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
              u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
              i64 capacity) {

@@ -235,12 +235,44 @@ COLUMN_WARPS = 8
 COLUMN_ROWS = 16  # rows per warp: a tile is COLUMN_WARPS x COLUMN_ROWS rows of 32 columns
 
 
+NARROW_WARPS = 16  # the narrow path's warps per block where its tile grows by them
+NARROW_MAX_ITEMS = 24  # and its elements per thread at most (a thread's run is in registers)
+# The most shared memory a block takes on every GPU the library runs on (sm_75's opt-in limit).
+NARROW_SHARED_LIMIT = 64 * 1024
+
+
+def _narrow_shared(dtype: numpy.dtype, warps: int, items: int) -> tuple[int, int]:
+    """(dynamic, static) shared bytes of a narrow block: its outputs in 16-byte words with a
+    word of padding after every eight; the warps' column totals and starts, the prefixes."""
+    acc, out = (d.itemsize for d in accumulator(dtype))
+    words = 32 * warps * items * out // 16
+    return 16 * (words + words // 8), 32 * warps * (acc + 4) + 32 * acc + 64
+
+
+@functools.cache
+def narrow_geometry(dtype: numpy.dtype) -> tuple[int, int]:
+    """(warps, items) of the narrow path's block. A larger tile means fewer look-backs per byte,
+    and more warps fewer look-backs per warp (benchmarks/NOTES.md, item 127): NARROW_WARPS
+    warps with the most items per thread (whole 16-byte words of the inputs and the outputs,
+    at most NARROW_MAX_ITEMS) whose shared memory fits NARROW_SHARED_LIMIT, where that tile is
+    larger than blocked's (LOOK_BACK_BLOCK threads x :func:`look_back_items`, which the 1- and
+    2-byte integers keep). float32 and float16 take 16 x 24, 8-byte results 16 x 12."""
+    out = accumulator(dtype)[1].itemsize
+    step = max(16 // dtype.itemsize, 16 // out)
+    fits = [items for items in range(step, NARROW_MAX_ITEMS + 1, step)
+            if sum(_narrow_shared(dtype, NARROW_WARPS, items)) <= NARROW_SHARED_LIMIT]
+    blocked = (LOOK_BACK_BLOCK // 32, look_back_items(dtype))
+    if fits and NARROW_WARPS * max(fits) > blocked[0] * blocked[1]:
+        return NARROW_WARPS, max(fits)
+    return blocked
+
+
 def _columns_instance(op: str, read: numpy.dtype, narrow: bool) -> str:
     """ROWS is the rows of its column a thread scans: COLUMN_ROWS, or on the narrow path
-    blocked's items per thread (a tile of the narrow path is blocked's tile)."""
+    :func:`narrow_geometry`'s items."""
     acc, out = accumulator(read)
-    rows = look_back_items(read) if narrow else COLUMN_ROWS
-    return (f"scan_columns<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {COLUMN_WARPS}, {rows}, "
+    warps, rows = narrow_geometry(read) if narrow else (COLUMN_WARPS, COLUMN_ROWS)
+    return (f"scan_columns<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {warps}, {rows}, "
             f"{'true' if narrow else 'false'}>")
 
 
@@ -253,20 +285,21 @@ def is_narrow(inner: int) -> bool:
 def narrow_shared_bytes(dtype: numpy.dtype) -> int:
     """The narrow path's tile buffer (dynamic shared memory): the tile's outputs in 16-byte
     words, a word of padding after every eight."""
-    words = 32 * COLUMN_WARPS * look_back_items(dtype) * accumulator(dtype)[1].itemsize // 16
-    return 16 * (words + words // 8)
+    return _narrow_shared(dtype, *narrow_geometry(dtype))[0]
 
 
 def plan_columns(p: Problem) -> Plan:
-    """One launch. Narrow arrays (see :func:`is_narrow`): blocked's tiles of consecutive
-    elements, whole rows of every column, a chain of tiles per column (scratch for each).
+    """One launch. Narrow arrays (see :func:`is_narrow`): tiles of consecutive elements
+    (:func:`narrow_geometry`), whole rows of every column, a chain of tiles per column
+    (scratch for each).
     Others: a tile per (axes before, chunk of 32 columns, COLUMN_WARPS x COLUMN_ROWS rows),
     numbered column chunk fastest."""
     if is_narrow(p.inner):
-        tiles = ceil_div(p.n * p.rows, 32 * COLUMN_WARPS * look_back_items(p.dtype))
+        warps, items = narrow_geometry(p.dtype)
+        tiles = ceil_div(p.n * p.rows, 32 * warps * items)
         per_column = capacity_for(tiles)
         return Plan([Step(Launch(SOURCE, _columns_instance(p.op, p.dtype, True), (tiles, 1, 1),
-                                 (32 * COLUMN_WARPS, 1, 1), narrow_shared_bytes(p.dtype)),
+                                 (32 * warps, 1, 1), narrow_shared_bytes(p.dtype)),
                           _single_pass_args(p, per_column), per_column * p.inner)])
     tiles = (ceil_div(p.n, COLUMN_WARPS * COLUMN_ROWS) * ceil_div(p.inner, 32)
              * (p.rows // p.inner))
