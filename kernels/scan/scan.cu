@@ -159,10 +159,13 @@ __device__ __forceinline__ Acc* gk_group_total(char* values, i64 capacity, i64 k
 
 // Store a value, then the flag that says it is there: a release store, so whoever sees the
 // flag through an acquire load (gk_read_flag) sees the value too, with no fence on either side.
+__device__ __forceinline__ void gk_set_flag(u64* flags, i64 k, u64 flag) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(flags + k), "l"(flag) : "memory");
+}
 template <typename Acc>
 __device__ __forceinline__ void gk_publish(u64* flags, Acc* slot, i64 k, Acc value, u64 flag) {
     *slot = value;
-    asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(flags + k), "l"(flag) : "memory");
+    gk_set_flag(flags, k, flag);
 }
 
 // A flag, read with acquire semantics: the values published before it are read after it.
@@ -271,6 +274,48 @@ __device__ gk_segment<Acc> gk_group_scan(const u64* flags, char* values, i64 gro
     return gk_warp_scan<Op>(s);
 }
 
+// The nearest group before `group` whose Q is published (-1: none, fold from the first group),
+// by one whole warp: 32 groups' flags at a time, nearest first.
+__device__ __forceinline__ i64 gk_nearest_q(const u64* flags, i64 group, u64 epoch) {
+    const int lane = threadIdx.x & 31;
+    for (i64 end = group; end > 0; end -= 32) {
+        const i64 m = end - 1 - lane;
+        const bool published = m >= 0 && gk_has_inclusive(gk_read_flag(flags, m * 32 + 31), epoch);
+        const unsigned mask = __ballot_sync(0xffffffffu, published);
+        if (mask != 0) return end - __ffs(mask);
+    }
+    return -1;
+}
+
+// Q_{group - 1}, by one whole warp: Q of group `found` (gk_nearest_q), then the totals of the
+// groups between, a lane each, folded in order.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_fold_groups(const u64* flags, char* values,
+                                                          i64 capacity, i64 found, i64 group,
+                                                          u64 epoch) {
+    typedef gk_segment<Acc> Segment;
+    const int lane = threadIdx.x & 31;
+    Segment q = gk_segment_identity<Op, Acc>();
+    if (found >= 0) {
+        // One lane acquired the flag (the ballot orders this load after its read); the value
+        // was in the L2, read here past L1, before the flag was.
+        q.value = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity, found * 32 + 31));
+        q.start = 1;
+    }
+    for (i64 first = found + 1; first < group; first += 32) {
+        const i64 m = first + lane;
+        Segment total = gk_segment_identity<Op, Acc>();
+        if (m < group) {
+            const u64 flag = gk_wait_group(flags, m * 32 + 31, epoch);
+            total.value = gk_load_l2(gk_group_total<Acc>(values, capacity, m * 32 + 31));
+            total.start = (flag & GK_GROUP_START) != 0;
+        }
+        const int count = group - first < 32 ? (int)(group - first) : 32;
+        for (int j = 0; j < count; ++j) q = gk_segment_combine<Op>(q, gk_segment_from(total, j));
+    }
+    return q;
+}
+
 // Tile `tile`'s exclusive prefix, by one whole warp (every lane returns it); the last tile of a
 // group also publishes the group's total and then Q of its group. `aggregate` is the tile's own.
 template <typename Op, typename Acc>
@@ -294,39 +339,8 @@ __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
     }
     Segment q = gk_segment_identity<Op, Acc>();  // Q_{group - 1}
     if (group > 0 && (!before.start || (last && !through.start))) {
-        // The nearest group before with its Q published (none: fold from the first group).
-        i64 end = group, found = -1;
-        while (end > 0) {
-            const i64 m = end - 1 - lane;
-            const bool published =
-                m >= 0 && gk_has_inclusive(gk_read_flag(flags, m * 32 + 31), epoch);
-            const unsigned mask = __ballot_sync(0xffffffffu, published);
-            if (mask != 0) {
-                found = end - __ffs(mask);
-                break;
-            }
-            end -= 32;
-        }
-        if (found >= 0) {
-            // One lane acquired the flag (the ballot orders this load after its read); the
-            // value was in the L2, read here past L1, before the flag was.
-            q.value = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity, found * 32 + 31));
-            q.start = 1;
-        }
-        // The totals of the groups between, a lane each, folded in order.
-        for (i64 first = found + 1; first < group; first += 32) {
-            const i64 m = first + lane;
-            Segment total = gk_segment_identity<Op, Acc>();
-            if (m < group) {
-                const u64 flag = gk_wait_group(flags, m * 32 + 31, epoch);
-                total.value = gk_load_l2(gk_group_total<Acc>(values, capacity, m * 32 + 31));
-                total.start = (flag & GK_GROUP_START) != 0;
-            }
-            const int count = group - first < 32 ? (int)(group - first) : 32;
-            for (int j = 0; j < count; ++j) {
-                q = gk_segment_combine<Op>(q, gk_segment_from(total, j));
-            }
-        }
+        q = gk_fold_groups<Op, Acc>(flags, values, capacity, gk_nearest_q(flags, group, epoch),
+                                    group, epoch);
     }
     if (last && lane == 0) {
         const Segment inclusive = gk_segment_combine<Op>(q, through);
@@ -747,9 +761,11 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // across the threads, staged in the padded buffer, dynamic shared memory).
 // Thread t takes column t % C and ITEMS consecutive rows of it, so every lane works; the
 // threads of a column scan across the warp by shuffles of C, 2C, ... lanes and across warps
-// through `totals`; each column looks back along its own chain with look_back's grouped,
-// deterministic look-back, in its own slice of the scratch (flags + c * capacity, values + c *
-// capacity * 48), warp w taking columns w, w + WARPS, ...
+// through `totals`. The tile looks back once for all its columns: one flag per tile, each
+// column's values in its own slice of the scratch (values + c * capacity * 48); warp 0 waits
+// for the flags and warp w folds columns w, w + WARPS, ... in look_back's grouped,
+// deterministic order (a look-back per column, each polling its own flags, had every tile
+// send C times the flag reads to the L2).
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
 __device__ __forceinline__ void gk_columns_narrow(
         const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, int C, i64 tile,
@@ -828,8 +844,17 @@ __device__ __forceinline__ void gk_columns_narrow(
     }
     if (lane >= C) running = gk_segment_combine<Op>(running, before);
 
-    // Each column's aggregate published, and its prefix looked back for, by one warp.
+    // One look-back for the tile, all columns at once: the columns' aggregates are published
+    // behind one flag per tile (a scan starts in a tile in every column or in none), warp 0
+    // waits for the flags, and warp w folds the values of columns w, w + WARPS, ... in
+    // look_back's order, so the bits are those of a look-back per column.
+    __shared__ Segment column_aggregates[32], column_before[32], column_through[32];
+    __shared__ unsigned group_starts;
+    __shared__ i64 nearest_q;
     const bool continues = (base >> shift) % n != 0;
+    const i64 tile_group = tile / 32;
+    const int position = (int)(tile % 32);
+    const bool last = position == 31;
     for (int c = warp; c < C; c += WARPS) {
         Segment aggregate = gk_segment_identity<Op, Acc>();
         for (int v = 0; v < WARPS; ++v) {
@@ -838,20 +863,76 @@ __device__ __forceinline__ void gk_columns_narrow(
             t.start = total_starts[v][c];
             aggregate = gk_segment_combine<Op>(aggregate, t);
         }
-        u64* const column_flags = flags + c * capacity;
-        char* const column_values = values + c * capacity * 48;
         if (lane == 0) {
-            gk_publish(column_flags, gk_tile_aggregate<Acc>(column_values, tile), tile,
-                       aggregate.value,
-                       epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
-        }
-        if (continues || tile % 32 == 31) {
-            const Acc prefix = gk_look_back<Op, Acc>(column_flags, column_values, capacity, tile,
-                                                     aggregate, epoch);
-            if (lane == 0) prefix_shared[c] = prefix;
+            column_aggregates[c] = aggregate;
+            *gk_tile_aggregate<Acc>(values + c * capacity * 48, tile) = aggregate.value;
+            __threadfence();  // before thread 0's flag, past the barrier
         }
     }
     __syncthreads();
+    const u64 own = epoch * GK_EPOCH + (column_aggregates[0].start ? GK_START : 0);
+    if (tid == 0) gk_set_flag(flags, tile, own + GK_AGGREGATE);
+    if (continues || last) {
+        if (warp == 0) {  // this group's tiles before this one: their aggregates are in
+            int start = lane == position ? column_aggregates[0].start : 0;
+            if (lane < position) {
+                start = (gk_wait_flag(flags, tile_group * 32 + lane, epoch) & GK_START) != 0;
+            }
+            const unsigned starts_mask = __ballot_sync(0xffffffffu, start);
+            if (lane == 0) group_starts = starts_mask;
+        }
+        __syncthreads();
+        for (int c = warp; c < C; c += WARPS) {  // W_group of each column, as gk_group_scan
+            char* const column_values = values + c * capacity * 48;
+            Segment w = gk_segment_identity<Op, Acc>();
+            if (lane == position) {
+                w = column_aggregates[c];
+            } else if (lane < position) {
+                const i64 k = tile_group * 32 + lane;
+                w.value = gk_load_l2(gk_tile_aggregate<Acc>(column_values, k));
+                w.start = (group_starts >> lane) & 1;
+            }
+            const Segment scan = gk_warp_scan<Op>(w);
+            const Segment before = position == 0 ? gk_segment_identity<Op, Acc>()
+                                                 : gk_segment_from(scan, position - 1);
+            const Segment through = gk_segment_from(scan, position);
+            if (lane == 0) {
+                column_before[c] = before;
+                column_through[c] = through;
+                if (last) {
+                    *gk_group_total<Acc>(column_values, capacity, tile) = through.value;
+                    __threadfence();
+                }
+            }
+        }
+        __syncthreads();
+        const bool through_start = column_through[0].start;
+        const u64 group_bits = last ? GK_GROUP + (through_start ? GK_GROUP_START : 0) : 0;
+        if (last && tid == 0) gk_set_flag(flags, tile, own + group_bits + GK_AGGREGATE);
+        const bool needs_q =
+            tile_group > 0 && (!column_before[0].start || (last && !through_start));
+        if (needs_q && warp == 0) {
+            const i64 found = gk_nearest_q(flags, tile_group, epoch);
+            if (lane == 0) nearest_q = found;
+        }
+        __syncthreads();
+        for (int c = warp; c < C; c += WARPS) {
+            char* const column_values = values + c * capacity * 48;
+            const Segment q = needs_q ? gk_fold_groups<Op, Acc>(flags, column_values, capacity,
+                                                                nearest_q, tile_group, epoch)
+                                      : gk_segment_identity<Op, Acc>();
+            if (lane == 0) {
+                prefix_shared[c] = gk_segment_combine<Op>(q, column_before[c]).value;
+                if (last) {
+                    *gk_tile_inclusive<Acc>(column_values, capacity, tile) =
+                        gk_segment_combine<Op>(q, column_through[c]).value;
+                    __threadfence();
+                }
+            }
+        }
+        __syncthreads();
+        if (last && tid == 0) gk_set_flag(flags, tile, own + group_bits + GK_INCLUSIVE);
+    }
     const Acc tile_prefix = continues ? prefix_shared[column] : Op::template identity<Acc>();
 
     // The run again, after its prefix: read again (every thread's, before outputs wider than

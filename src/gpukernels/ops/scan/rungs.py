@@ -243,10 +243,11 @@ NARROW_SHARED_LIMIT = 64 * 1024
 
 def _narrow_shared(dtype: numpy.dtype, warps: int, items: int) -> tuple[int, int]:
     """(dynamic, static) shared bytes of a narrow block: its outputs in 16-byte words with a
-    word of padding after every eight; the warps' column totals and starts, the prefixes."""
+    word of padding after every eight; the warps' column totals and starts, the prefixes, and
+    three (value, start) pairs per column for the look-back."""
     acc, out = (d.itemsize for d in accumulator(dtype))
     words = 32 * warps * items * out // 16
-    return 16 * (words + words // 8), 32 * warps * (acc + 4) + 32 * acc + 64
+    return 16 * (words + words // 8), 32 * warps * (acc + 4) + 32 * acc + 3 * 32 * 2 * acc + 96
 
 
 @functools.cache
