@@ -749,9 +749,10 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // gk_columns_narrow below: their rows are short, so a tile of consecutive whole rows is
 // contiguous memory.
 // Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.41
-// (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.49 on the narrow path with 16 x 24 tiles
-// (0.30 with blocked's 8 x 16, 0.08 before the narrow path, half the lanes idle; cupy.cumsum
-// 0.04, torch.cumsum 368 ms) (benchmarks/NOTES.md, items 73 and 127).
+// (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.48 (0.123 ms) on the narrow path with
+// 16 x 24 tiles and one look-back per tile (0.30 with blocked's 8 x 16 and a look-back per
+// column, 0.08 before the narrow path, half the lanes idle; cupy.cumsum 0.04, torch.cumsum
+// 371 ms) (benchmarks/NOTES.md, items 73, 127 and 128).
 // ---------------------------------------------------------------------------------------------
 
 // The columns rung on narrow arrays, inner = C a power of two up to 32: a tile is BLOCK x ITEMS
