@@ -378,7 +378,7 @@ LADDER = Ladder("scan", (
     Rung("columns",
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
          "columns, a look-back per column; narrow arrays (up to 32 columns) in tiles of whole "
-         "rows, each thread a run of one column",
+         "rows, each thread a run of one column, one look-back per tile for all its columns",
          SOURCE, "scan_columns",
          _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
          + _dtype_groups("scan_columns narrow", functools.partial(_columns_instance, narrow=True),
