@@ -111,8 +111,8 @@ def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner
     assert out_bytes % 16 == 0 and (items * dtype.itemsize) % 16 == 0
     assert launch.shared_mem == out_bytes + out_bytes // 8
     assert launch.shared_mem + rungs._narrow_shared(dtype, warps, items)[1] <= 64 * 1024
-    # never a smaller tile than blocked's (8 warps of look_back_items)
-    assert warps * items >= 8 * rungs.look_back_items(dtype)
+    # never a smaller tile than blocked's (LOOK_BACK_BLOCK threads of look_back_items)
+    assert 32 * warps * items >= rungs.LOOK_BACK_BLOCK * rungs.look_back_items(dtype)
 
 
 def test_wide_columns_take_no_dynamic_shared_memory():

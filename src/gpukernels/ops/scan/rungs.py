@@ -291,8 +291,8 @@ def narrow_shared_bytes(dtype: numpy.dtype) -> int:
 
 def plan_columns(p: Problem) -> Plan:
     """One launch. Narrow arrays (see :func:`is_narrow`): tiles of consecutive elements
-    (:func:`narrow_geometry`), whole rows of every column, a chain of tiles per column
-    (scratch for each).
+    (:func:`narrow_geometry`), whole rows of every column, one chain of tiles (a flag per
+    tile) with each column's values in a slice of the scratch.
     Others: a tile per (axes before, chunk of 32 columns, COLUMN_WARPS x COLUMN_ROWS rows),
     numbered column chunk fastest."""
     if is_narrow(p.inner):
