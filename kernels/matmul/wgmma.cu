@@ -103,11 +103,12 @@ __device__ __forceinline__ void gk_wg_bar_wait(unsigned bar, unsigned parity) {
 struct gk_wg_ring {
     unsigned smem, full0, empty0;
 };
-// The ring's barriers, set up by thread 0 while the block waits.
+// The ring of the calling kernel: its barriers (static shared memory), set up by thread 0 while
+// the block waits.
 template <int STAGES>
-__device__ __forceinline__ gk_wg_ring gk_wg_ring_init(const u64 (&full)[STAGES],
-                                                      const u64 (&empty)[STAGES]) {
+__device__ __forceinline__ gk_wg_ring gk_wg_ring_init() {
     extern __shared__ unsigned char gk_wg_smem[];
+    __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
     const gk_wg_ring ring = {(gk_shared_address(gk_wg_smem) + 1023u) & ~1023u,
                              gk_shared_address(full), gk_shared_address(empty)};
     if (threadIdx.x == 0) {
@@ -119,24 +120,6 @@ __device__ __forceinline__ gk_wg_ring gk_wg_ring_init(const u64 (&full)[STAGES],
     }
     __syncthreads();
     return ring;
-}
-// The producer warpgroup: its registers lowered to 40 (setmaxnreg); thread 0 keeps STAGES
-// stages in flight. Stage i of `steps` (K from (k_begin + i) * BK) waits for its buffers'
-// "empty", arms its "full" with STAGE_BYTES and issues load(its buffers, k, its "full").
-template <int STAGES, int STAGE_BYTES, int BK, typename Load>
-__device__ __forceinline__ void gk_wg_produce(unsigned smem, unsigned full0, unsigned empty0,
-                                              int steps, int k_begin, const Load& load) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < steps; ++i) {
-            const int s = i % STAGES, k = (k_begin + i) * BK;
-            if (i >= STAGES) gk_wg_bar_wait(empty0 + 8 * s, (i / STAGES - 1) & 1);
-            const unsigned tiles = smem + s * STAGE_BYTES;
-            const unsigned bar = full0 + 8 * s;
-            gk_wg_bar_expect(bar, STAGE_BYTES);
-            load(tiles, k, bar);
-        }
-    }
 }
 // One box of a 3-D tensor map to shared memory; completion is reported to `bar` in bytes.
 __device__ __forceinline__ void gk_wg_tma_load(unsigned dst, const gk_tensor_map* map, int c0,
@@ -160,6 +143,29 @@ __device__ __forceinline__ void gk_wg_load_stage(unsigned a_tile, const gk_tenso
     for (int j = 0; j < BOXES; ++j)
         gk_wg_tma_load(a_tile + A_BYTES + j * BOX_BYTES, b_map, n0 + BOX_COLS * j, k, b_matrix,
                        bar);
+}
+// The producer warpgroup: its registers lowered to 40 (setmaxnreg); thread 0 keeps STAGES
+// stages in flight. Stage i of `steps` (K from (k_begin + i) * BK) waits for its buffers'
+// "empty", arms its "full" with STAGE_BYTES and loads A's and B's tiles of K into its buffers
+// (gk_wg_load_stage's A_BYTES, BOXES, BOX_COLS, BOX_BYTES).
+template <int STAGES, int STAGE_BYTES, int BK, int A_BYTES, int BOXES, int BOX_COLS,
+          int BOX_BYTES>
+__device__ __forceinline__ void gk_wg_produce(const gk_wg_ring& ring, int steps, int k_begin,
+                                              const gk_tensor_map& a_map,
+                                              const gk_tensor_map& b_map, int m0, int n0,
+                                              int a_matrix, int b_matrix) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < steps; ++i) {
+            const int s = i % STAGES, k = (k_begin + i) * BK;
+            if (i >= STAGES) gk_wg_bar_wait(ring.empty0 + 8 * s, (i / STAGES - 1) & 1);
+            const unsigned tiles = ring.smem + s * STAGE_BYTES;
+            const unsigned bar = ring.full0 + 8 * s;
+            gk_wg_bar_expect(bar, STAGE_BYTES);
+            gk_wg_load_stage<A_BYTES, BOXES, BOX_COLS, BOX_BYTES>(tiles, &a_map, &b_map, k, m0,
+                                                                  n0, a_matrix, b_matrix, bar);
+        }
+    }
 }
 
 // Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte
@@ -309,22 +315,17 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 of K per stage
     constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 elements
     constexpr int STAGES = Shape::STAGES, STAGE_BYTES = Shape::STAGE_BYTES;
-    extern __shared__ unsigned char gk_wg_smem[];
-    __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
     const int steps = k_end - k_begin;
 
-    const gk_wg_ring ring = gk_wg_ring_init<STAGES>(full, empty);
+    const gk_wg_ring ring = gk_wg_ring_init<STAGES>();
     const unsigned smem = ring.smem, full0 = ring.full0, empty0 = ring.empty0;
 
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
         // Producer: one thread keeps STAGES tiles of A and B in flight.
-        gk_wg_produce<STAGES, STAGE_BYTES, BK>(
-            smem, full0, empty0, steps, k_begin,
-            [&a_map, &b_map, m0, n0, a_matrix, b_matrix](unsigned a_tile, int k, unsigned bar) {
-                gk_wg_load_stage<Shape::A_BYTES, Shape::BN / 64, 64, 64 * GK_WG_ROW_BYTES>(
-                    a_tile, &a_map, &b_map, k, m0, n0, a_matrix, b_matrix, bar);
-            });
+        gk_wg_produce<STAGES, STAGE_BYTES, BK, Shape::A_BYTES, Shape::BN / 64, 64,
+                      64 * GK_WG_ROW_BYTES>(ring, steps, k_begin, a_map, b_map, m0, n0,
+                                            a_matrix, b_matrix);
     } else {
         // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127;
         // with SPLIT_N both multiply rows 0-63, warpgroup 2 the second half of the columns.
@@ -457,20 +458,15 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
     constexpr int PITCH = 64 + 4;                   // floats per staged row of C (epilogue)
     static_assert(2 * WG_ROWS * PITCH * 4 <= STAGES * STAGE_BYTES, "C's tile fits in the stages");
     extern __shared__ unsigned char gk_wg_smem[];
-    __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
     const int steps = k_end - k_begin;
 
-    const gk_wg_ring ring = gk_wg_ring_init<STAGES>(full, empty);
+    const gk_wg_ring ring = gk_wg_ring_init<STAGES>();
     const unsigned smem = ring.smem, full0 = ring.full0, empty0 = ring.empty0;
 
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
-        gk_wg_produce<STAGES, STAGE_BYTES, BK>(
-            smem, full0, empty0, steps, k_begin,
-            [&a_map, &b_map, m0, n0, a_matrix, b_matrix](unsigned a_tile, int k, unsigned bar) {
-                gk_wg_load_stage<A_BYTES, BN / 32, 32, BOX_BYTES>(a_tile, &a_map, &b_map, k, m0,
-                                                                  n0, a_matrix, b_matrix, bar);
-            });
+        gk_wg_produce<STAGES, STAGE_BYTES, BK, A_BYTES, BN / 32, 32, BOX_BYTES>(
+            ring, steps, k_begin, a_map, b_map, m0, n0, a_matrix, b_matrix);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
