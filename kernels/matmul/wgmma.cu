@@ -388,8 +388,10 @@ __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int til
 // 256 x 128 (BM x BN; 4 stages of 32 + 16 KiB), so the tiles and their waves over the SMs are
 // those of the 128 x 256 tile for square products; 128 x 128 (6 stages of 16 + 16 KiB;
 // m64n128 products) where the host takes that tile; 128 x 64 where N is at most 64 (8 stages
-// of 16 + 8 KiB: both warpgroups take the 64 columns and half the rows each, m64n64
-// products); where M is at most 64, 64 x 128 (8 stages of 8 + 16 KiB; m64n64 products), in
+// of 16 + 8 KiB: both warpgroups take the whole tile, each over half of every stage's
+// k-steps, m64n128 products, their sums added in the epilogue: per product a warpgroup
+// loads half the fragments of B into registers that a split of the rows made it load);
+// where M is at most 64, 64 x 128 (8 stages of 8 + 16 KiB; m64n64 products), in
 // place of the 64-row tiles. For a decode step (1 x 8192 x 8192) a transposed copy of B would
 // move twice the bytes the product reads. Rung 9 runs the same block over a slice of K into
 // its float32 partial tiles.
@@ -447,16 +449,18 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
                       (BN == 64 && BM == 128 && STAGES == 8),
                   "TF32's tiles: 256 x 128 with 4 stages, 128 x 128 with 6, 64 x 128 and "
                   "128 x 64 with 8");
-    // 64 columns (SPLIT_M): both warpgroups take the 64 columns, and half the rows each.
-    constexpr bool SPLIT_M = BN == 64;
-    constexpr int WG_ROWS = SPLIT_M ? BM / 2 : BM;  // rows of C a warpgroup: wgmma's n
+    // 64 columns (SPLIT_K): both warpgroups take the whole 64 x BM tile of C^T, each over half
+    // of every stage's k-steps, and their sums are added in the epilogue.
+    constexpr bool SPLIT_K = BN == 64;
+    constexpr int WG_ROWS = BM;                     // rows of C a warpgroup: wgmma's n
+    constexpr int K_STEPS = SPLIT_K ? 2 : 4;        // k-steps of 8 a warpgroup takes per stage
     constexpr int BK = GK_WG_ROW_BYTES / 4;         // 32 floats of K per stage
     constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;   // BM rows of A, K-major: 32, 16 or 8 KiB
     constexpr int BOX_BYTES = BK * 32 * 4;          // a box of B: 32 rows of K x 32 columns
     constexpr int STAGE_BYTES = A_BYTES + BN / 32 * BOX_BYTES;
     constexpr int SUMS = WG_ROWS / 2;               // a thread's sums: 64 x WG_ROWS / 128
     constexpr int PITCH = 64 + 4;                   // floats per staged row of C (epilogue)
-    static_assert(2 * WG_ROWS * PITCH * 4 <= STAGES * STAGE_BYTES, "C's tile fits in the stages");
+    static_assert(2 * WG_ROWS * PITCH * 4 <= STAGES * STAGE_BYTES, "C's tiles fit in the stages");
     extern __shared__ unsigned char gk_wg_smem[];
     const int steps = k_end - k_begin;
 
@@ -475,33 +479,35 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
     for (int i = 0; i < SUMS; ++i) d[i] = 0.0f;
     const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
-    // This warpgroup's first row and column of the tile; this thread's columns (rows of B^T):
-    // n and n + 8, in the same box.
-    const int row0 = SPLIT_M ? WG_ROWS * (warpgroup - 1) : 0;
-    const int col0 = SPLIT_M ? 0 : 64 * (warpgroup - 1);
+    // This warpgroup's first column of the tile and first k-step of a stage; this thread's
+    // columns (rows of B^T): n and n + 8, in the same box.
+    const int col0 = SPLIT_K ? 0 : 64 * (warpgroup - 1);
+    const int kk0 = SPLIT_K ? K_STEPS * (warpgroup - 1) : 0;
     const int n = col0 + 16 * w + g;
     const unsigned box = n / 32 * BOX_BYTES;
     const int c0 = n % 32, c1 = c0 + 8;
-    // Byte offsets in a stage's B of a0 (n, t), a1 (n + 8, t), a2 (n, t + 4), a3 (n + 8, t + 4).
+    // Byte offsets in a stage's B of a0 (n, t), a1 (n + 8, t), a2 (n, t + 4), a3 (n + 8, t + 4)
+    // of this warpgroup's first k-step (kk0 x 8 rows of K into the stage's boxes).
+    const unsigned first = box + kk0 * 8 * 128;
     const unsigned offsets[4] = {
-        box + t * 128 + (((c0 >> 2) ^ t) << 4) + ((c0 & 3) << 2),
-        box + t * 128 + (((c1 >> 2) ^ t) << 4) + ((c1 & 3) << 2),
-        box + (t + 4) * 128 + (((c0 >> 2) ^ (t + 4)) << 4) + ((c0 & 3) << 2),
-        box + (t + 4) * 128 + (((c1 >> 2) ^ (t + 4)) << 4) + ((c1 & 3) << 2)};
-    // This warpgroup's rows of A in stage 0: whole swizzle atoms of 8 rows past the tile's start.
-    const unsigned a_first = smem + row0 * GK_WG_ROW_BYTES;
+        first + t * 128 + (((c0 >> 2) ^ t) << 4) + ((c0 & 3) << 2),
+        first + t * 128 + (((c1 >> 2) ^ t) << 4) + ((c1 & 3) << 2),
+        first + (t + 4) * 128 + (((c0 >> 2) ^ (t + 4)) << 4) + ((c0 & 3) << 2),
+        first + (t + 4) * 128 + (((c1 >> 2) ^ (t + 4)) << 4) + ((c1 & 3) << 2)};
+    // A's tile in stage 0 at this warpgroup's first k-step (32 bytes of each row a k-step).
+    const unsigned a_first = smem + kk0 * 32;
     for (int i = 0, s = 0, phase = 0; i < steps; ++i) {
         gk_wg_bar_wait(full0 + 8 * s, phase);
         const unsigned b_tile = smem + s * STAGE_BYTES + A_BYTES;
-        unsigned fragments[4][4];  // per k-step: a0 .. a3
+        unsigned fragments[K_STEPS][4];  // per k-step: a0 .. a3
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < K_STEPS; ++kk)
 #pragma unroll
             for (int r = 0; r < 4; ++r)
                 fragments[kk][r] = gk_wg_lds(b_tile + kk * 8 * 128 + offsets[r]);
         gk_wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < K_STEPS; ++kk)
             gk_wg_mma_rs(d, fragments[kk], gk_wg_desc(a_first + s * STAGE_BYTES + kk * 32, 16,
                                                      1024));
         gk_wg_commit();
@@ -514,11 +520,12 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
     gk_wg_wait<0>();
     gk_wg_pin(d);
 
-    // Epilogue: d[4i + 2h + e] is C(m = row0 + 8i + 2t + e, n = col0 + 16w + g + 8h) of this
-    // warpgroup's WG_ROWS x 64; staged as rows of m, then written 16 bytes a lane.
-    float* const staged =
-        reinterpret_cast<float*>(gk_wg_smem + (smem - gk_shared_address(gk_wg_smem))) +
-        (warpgroup - 1) * WG_ROWS * PITCH;
+    // Epilogue: d[4i + 2h + e] is C(m = 8i + 2t + e, n = col0 + 16w + g + 8h) of this
+    // warpgroup's WG_ROWS x 64; staged as rows of m, then written 16 bytes a lane (SPLIT_K:
+    // both warpgroups' sums of one element added, the first's k-steps before the second's).
+    float* const staged0 =
+        reinterpret_cast<float*>(gk_wg_smem + (smem - gk_shared_address(gk_wg_smem)));
+    float* const staged = staged0 + (warpgroup - 1) * WG_ROWS * PITCH;
     gk_wg_named_barrier(1, 256);  // both warpgroups' products are done with the stages
 #pragma unroll
     for (int i = 0; i < WG_ROWS / 8; ++i)
@@ -527,16 +534,32 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 #pragma unroll
             for (int e = 0; e < 2; ++e)
                 staged[(8 * i + 2 * t + e) * PITCH + 16 * w + g + 8 * h] = d[4 * i + 2 * h + e];
-    gk_wg_named_barrier(1 + warpgroup, 128);
+    if constexpr (SPLIT_K) gk_wg_named_barrier(1, 256);  // both halves of every sum staged
+    else gk_wg_named_barrier(1 + warpgroup, 128);
     const bool whole = N % 4 == 0 && (reinterpret_cast<u64>(Cb) & 15) == 0;
     const int first_col = n0 + col0;
+    // SPLIT_K: each warpgroup writes half of the tile's rows, the two warpgroups' sums added.
+    constexpr int ROWS_WRITTEN = SPLIT_K ? WG_ROWS / 2 : WG_ROWS;
+    const int r0 = SPLIT_K ? ROWS_WRITTEN * (warpgroup - 1) : 0;
+    const float* const source = SPLIT_K ? staged0 : staged;
 #pragma unroll 4
-    for (int c = threadIdx.x & 127; c < WG_ROWS * 16; c += 128) {
-        const int r = c / 16, col = first_col + c % 16 * 4, m = m0 + row0 + r;
+    for (int c = threadIdx.x & 127; c < ROWS_WRITTEN * 16; c += 128) {
+        const int r = r0 + c / 16, col = first_col + c % 16 * 4, m = m0 + r;
         if (m >= M || col >= N) continue;
-        const float* const from = staged + r * PITCH + c % 16 * 4;
+        const float* const from = source + r * PITCH + c % 16 * 4;
         float* const to = Cb + (i64)m * N + col;
-        if (whole) {
+        if constexpr (SPLIT_K) {
+            const float* const more = from + WG_ROWS * PITCH;  // the second warpgroup's
+            float4 sums = *reinterpret_cast<const float4*>(from);
+            const float4 second = *reinterpret_cast<const float4*>(more);
+            sums.x += second.x, sums.y += second.y, sums.z += second.z, sums.w += second.w;
+            if (whole) {
+                *reinterpret_cast<float4*>(to) = sums;
+            } else {
+                const float summed[4] = {sums.x, sums.y, sums.z, sums.w};
+                for (int e = 0; e < 4 && col + e < N; ++e) to[e] = summed[e];
+            }
+        } else if (whole) {
             *reinterpret_cast<float4*>(to) = *reinterpret_cast<const float4*>(from);
         } else {
             for (int e = 0; e < 4 && col + e < N; ++e) to[e] = from[e];

@@ -242,8 +242,8 @@ WGMMA_TF32_TILE = (256, 128)
 #: WGMMA_TF32_TILE; 8 stages of 24 KiB.
 WGMMA_TF32_SHORT_TILE = (64, 128)
 #: TF32's tile in place of each of the other types' (128 x 128 and 128 x 64 themselves: 6
-#: stages of 32 KiB with m64n128 products, 8 of 24 KiB with m64n64). Every one reads B as it
-#: is (wgmma.cu's gk_wg_tf32_block).
+#: stages of 32 KiB, 8 of 24 KiB, both with m64n128 products). Every one reads B as it is
+#: (wgmma.cu's gk_wg_tf32_block).
 TF32_TILES = {WGMMA_TILE: WGMMA_TF32_TILE, WGMMA_SMALL_TILE: WGMMA_SMALL_TILE,
               WGMMA_NARROW_TILE: WGMMA_NARROW_TILE,
               (64, 256): WGMMA_TF32_SHORT_TILE, (64, 128): WGMMA_TF32_SHORT_TILE}
