@@ -362,12 +362,20 @@ def test_split_k_slices_cover_k_and_fill_the_gpu(shape, dtype):
     ((1, 4096, 4096, 4096), (128, 256), (128, 256)),  # 512 wide tiles: 4 waves, not 8 half
     ((1, 2048, 2048, 2048), (128, 256), (128, 256)),  # 128: one wave, against two half-length
     ((1, 1024, 1024, 1024), (128, 128), (128, 256)),  # 32: 64 narrow blocks fill more SMs
-    ((1, 2048, 2560, 1024), (128, 128), (128, 256)),  # 160 wide (2 waves), 320 narrow (3 half)
+    ((1, 1024, 2048, 1024), (128, 128), (128, 256)),  # 64 wide, 128 narrow, 88 of 192 columns
+    ((1, 4096, 2560, 1024), (128, 256), (128, 256)),  # 320 wide (3 waves), 640 narrow (5 half),
+                                                      # 448 of 192 columns (4 of 5/6)
+    ((1, 2048, 2560, 1024), (128, 192), (128, 256)),  # 160 wide (2 waves), 224 of 192 (2 shorter)
     ((1, 16384, 128, 4096), (128, 128), (128, 128)),  # N = 128: as many blocks, none on zeros
     ((1, 128, 64, 8192), (128, 64), (128, 64)),       # N = 64: the narrowest tile
     ((1, 2048, 33, 2048), (128, 64), (128, 64)),
     ((1, 16384, 65, 4096), (128, 128), (128, 128)),
-    ((3, 300, 129, 4097), (128, 128), (128, 256)),
+    ((3, 300, 129, 4097), (128, 128), (128, 192)),   # split_k: 192 columns cover N = 129
+    # 128 x 192 (16-bit types) where its waves cost least: one of 96 tiles against the wide
+    # tiles' one of 72; three of 384 against three of 288 (longer) or five half-length of 576
+    ((1, 768, 3072, 3072), (128, 192), (128, 256)),
+    ((1, 1536, 6144, 8192), (128, 192), (128, 256)),
+    ((1, 8192, 192, 8192), (128, 128), (128, 192)),  # 128 tiles of 128: one short wave
     # M of at most 64: 64 rows, the two consumer warpgroups splitting the columns
     ((1, 1, 8192, 8192), (64, 128), (64, 256)),       # decode: 32 wide tiles
     ((1, 64, 100, 4096), (64, 128), (64, 128)),
@@ -381,6 +389,17 @@ def test_hopper_tiles_by_shape(shape, wgmma_tile, split_k_tile):
         planned = matmul_rungs.LADDER[name].plan(problem)
         assert planned.tile == tile, name
         assert planned.shared_mem == matmul_rungs.wgmma_shared_bytes(tile) <= 227 * 1024
+        assert planned.instance("int", False) in matmul_rungs.LADDER[name].instances
+
+
+@pytest.mark.parametrize("shape", [(1, 768, 3072, 3072), (1, 1536, 6144, 8192),
+                                   (1, 300, 150, 4000), (1, 100, 192, 3000)])
+def test_tf32_never_takes_the_16_bit_mid_tile(shape):
+    # TF32's block (B read into registers) has no 192-column tile: its plans keep TF32's tiles.
+    problem = _problem(90, "float32", "tf32", shape)
+    for name in ("wgmma", "split_k"):
+        planned = matmul_rungs.LADDER[name].plan(problem)
+        assert planned.tile != matmul_rungs.WGMMA_MID_TILE, name
         assert planned.instance("int", False) in matmul_rungs.LADDER[name].instances
 
 

@@ -76,6 +76,9 @@ SHAPES = [
     # 64-row tiles (M of at most 64), the consumer warpgroups splitting the columns: 64 x 128
     # (batched, N ragged) and 64 x 256 (258 wide tiles, N ragged).
     ((3, 50, 300), (300, 520)), ((40, 200), (200, 66000)),
+    # The 16-bit types' 128 x 192 tile, where its one wave costs less than the wide tiles'
+    # (72 of those, 96 of these): N ragged, a multiple of 8 and not, batched.
+    ((700, 200), (200, 3000)), ((2, 260, 1000), (1000, 2900)),
 ]
 
 
@@ -300,6 +303,43 @@ def test_tf32_tiles_read_b_as_it_is(method, shapes, tile, case, rng):
     assert got is out
     assert_tensor_close(got, a, b, tf32=True, context=f"{method} {case} {pair_id(shapes)}")
     again = gk.matmul(da, db, method=method, precision="tf32")
+    assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
+
+
+#: (method, shapes) where the 16-bit types take the 128 x 192 tile: wgmma where its waves cost
+#: least (one wave of 96 tiles against the wide tiles' 72, batched, N ragged and not a multiple
+#: of 8; two waves against three), split_k where N is at most 192 (none of the wide tiles'
+#: columns of zeros).
+MID_TILE_CASES = [("wgmma", ((700, 200), (200, 3000))), ("wgmma", ((2, 260, 1000), (1000, 2900))),
+                  ("wgmma", ((1536, 300), (300, 6144))), ("split_k", ((300, 4000), (4000, 150))),
+                  ("split_k", ((2, 100, 3000), (3000, 192)))]
+
+
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize(("method", "shapes"), MID_TILE_CASES,
+                         ids=[f"{m}-{pair_id(s)}" for m, s in MID_TILE_CASES])
+def test_16_bit_types_take_the_mid_tile(method, shapes, kind, rng):
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip(f"{method} runs on compute capability 9.0 only")
+    dtype, _ = KINDS[kind]
+    a = reference.random_array(shapes[0], dtype, rng)
+    b = reference.random_array(shapes[1], dtype, rng)
+    da, db = cupy.asarray(a), cupy.asarray(b)
+    out = poisoned(numpy.matmul(a, b).shape, dtype)
+    with record_launches() as launches:
+        got = gk.matmul(da, db, method=method, out=out)
+    names = [launch.instance for launch in launches]
+    products = [name for name in names if name.startswith(f"matmul_{method}<")]
+    assert products == [matmul_rungs.hopper_instance(method, dtype, matmul_rungs.WGMMA_MID_TILE)]
+    if method == "split_k":
+        assert launches[-2].grid[2] > 1, names  # K really is split
+    if method == "wgmma":  # auto takes the same tile
+        with record_launches() as auto_launches:
+            gk.matmul(da, db)
+        assert [launch.instance for launch in auto_launches] == names
+    assert got is out
+    assert_tensor_close(got, a, b, tf32=False, context=f"{method} {pair_id(shapes)}")
+    again = gk.matmul(da, db, method=method)
     assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
 
 

@@ -19,15 +19,16 @@
 // Launch contract (set in one place on the host, ops/matmul/rungs.py, and checked against the
 // layout below by static_assert):
 //   threads per block      : THREADS = 384 (3 warpgroups)             GK_WG_THREADS
-//   block tile of C        : BM x BN = 128 x 256; 128 x 128 where 256-column tiles leave SMs
-//                            idle or N <= 128; 128 x 64 where N <= 64; BM = 64 where M <= 64
-//                            and BN is 256 or 128                     gk_wg_shape
+//   block tile of C        : BM x BN = 128 x 256; 128 x 192 (16-bit types) or 128 x 128
+//                            where their waves over the SMs cost less or N <= 192 or 128;
+//                            128 x 64 where N <= 64; BM = 64 where M <= 64 and BN is 256 or
+//                            128                                      gk_wg_shape
 //                            TF32 (gk_wg_tf32_block): 256 x 128 in place of 128 x 256 (128 x
 //                            128 where M <= 128), 64 x 128 in place of 64-row tiles
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8
-//   stages                 : BM = 128: 4 (BN = 256), 6 (BN = 128) or 8 (BN = 64);
+//   stages                 : BM = 128: 4 (BN = 256), 5 (192), 6 (128) or 8 (64);
 //                            BM = 64: 5 (BN = 256) or 8 (BN = 128); BM = 256: 4
 //   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 1024 (for alignment)
 //   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
@@ -55,7 +56,7 @@ struct gk_wg_shape {
     static constexpr bool SPLIT_N = BM == 64;
     static constexpr int WG_COLS = SPLIT_N ? BN / 2 : BN;  // columns of one consumer warpgroup
     static constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;   // 16 or 8 KiB
-    static constexpr int B_BYTES = BN * GK_WG_ROW_BYTES;   // 32, 16 or 8 KiB
+    static constexpr int B_BYTES = BN * GK_WG_ROW_BYTES;   // 32, 24, 16 or 8 KiB
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // and 1 KiB to align them
     static constexpr int SUMS = WG_COLS / 2;  // float32 sums a consumer thread: 64 x WG_COLS / 128
@@ -66,7 +67,8 @@ struct gk_wg_shape {
 template <int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __device__ constexpr bool gk_wg_geometry() {
     return THREADS == GK_WG_THREADS &&
-           ((BM == 128 && BN == 256 && STAGES == 4) || (BM == 128 && BN == 128 && STAGES == 6) ||
+           ((BM == 128 && BN == 256 && STAGES == 4) || (BM == 128 && BN == 192 && STAGES == 5) ||
+            (BM == 128 && BN == 128 && STAGES == 6) ||
             (BM == 128 && BN == 64 && STAGES == 8) || (BM == 64 && BN == 256 && STAGES == 5) ||
             (BM == 64 && BN == 128 && STAGES == 8) || (BM == 256 && BN == 128 && STAGES == 4)) &&
            SHARED_BYTES == gk_wg_shape<BM, BN, STAGES>::SMEM_BYTES && SHARED_BYTES <= 227 * 1024;
@@ -202,6 +204,9 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
 #define GK_WG_D64                                                                            \
     GK_WG_D8(0), GK_WG_D8(8), GK_WG_D8(16), GK_WG_D8(24), GK_WG_D8(32), GK_WG_D8(40),          \
         GK_WG_D8(48), GK_WG_D8(56)
+#define GK_WG_D96                                                                            \
+    GK_WG_D8(0), GK_WG_D8(8), GK_WG_D8(16), GK_WG_D8(24), GK_WG_D8(32), GK_WG_D8(40),          \
+        GK_WG_D8(48), GK_WG_D8(56), GK_WG_D8(64), GK_WG_D8(72), GK_WG_D8(80), GK_WG_D8(88)
 #define GK_WG_D128                                                                           \
     GK_WG_D8(0), GK_WG_D8(8), GK_WG_D8(16), GK_WG_D8(24), GK_WG_D8(32), GK_WG_D8(40),          \
         GK_WG_D8(48), GK_WG_D8(56), GK_WG_D8(64), GK_WG_D8(72), GK_WG_D8(80), GK_WG_D8(88),    \
@@ -214,6 +219,13 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define GK_WG_REGS96 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63," \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define GK_WG_REGS128 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
@@ -239,6 +251,7 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
     GK_WG_MMA_16BIT(N, SUMS, A, B, gk_half, "f16")                                             \
     GK_WG_MMA_16BIT(N, SUMS, A, B, gk_bfloat16, "bf16")
 GK_WG_MMA_OF_WIDTH(256, 128, 128, 129)
+GK_WG_MMA_OF_WIDTH(192, 96, 96, 97)
 GK_WG_MMA_OF_WIDTH(128, 64, 64, 65)
 GK_WG_MMA_OF_WIDTH(64, 32, 32, 33)
 #undef GK_WG_MMA_OF_WIDTH
@@ -592,9 +605,12 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 //    bytes of a row of C per instruction instead of 16 bytes into each of 8 rows.
 //  * Where 128 x 256 tiles would leave many SMs idle (their waves over the SMs end well short
 //    of full), the host takes 128 x 128 tiles (m64n128 products, 64 sums a thread, 6 stages
-//    of 32 KiB): twice the blocks, each with half the work (NOTES 94). Where N is at most 128
-//    or 64, the narrowest tile that covers it (128 x 64: m64n64, 8 stages of 24 KiB), so no
-//    product multiplies columns of zeros (NOTES 97, 101). Where M is at most 64, 64-row tiles
+//    of 32 KiB): twice the blocks, each with half the work (NOTES 94); for the 16-bit types
+//    128 x 192 (m64n192 products, 96 sums a thread, 5 stages of 40 KiB) where its waves cost
+//    less than either's, as where 72 wide tiles fill one wave on 132 SMs and 96 of 192
+//    columns fill more of it (NOTES 132). Where N is at most 192, 128 or 64, the narrowest
+//    tile that covers it (128 x 64: m64n64, 8 stages of 24 KiB), so no product multiplies
+//    columns of zeros (NOTES 97, 101). Where M is at most 64, 64-row tiles
 //    whose two consumer warpgroups split the columns (SPLIT_N), so neither multiplies rows of
 //    zeros (NOTES 102).
 // Accumulation order is fixed (increasing k, no atomics): results are bitwise reproducible on

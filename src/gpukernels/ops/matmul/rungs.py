@@ -224,15 +224,23 @@ def plan_mma(p: Problem) -> Shape:
 WGMMA_THREADS = 384  # a producer warpgroup and two consumers
 WGMMA_TILE = (128, 256)
 WGMMA_ROW_BYTES = 128  # the K extent of a stage: 128 bytes, the swizzle span
-#: Stages of the ring by tile (rows, columns): for 128 rows 4 of 48 KiB (256 columns), 6 of
-#: 32 KiB (128) or 8 of 24 KiB (64); for 64 rows 5 of 40 KiB (256) or 8 of 24 KiB (128).
-WGMMA_STAGES = {(128, 256): 4, (128, 128): 6, (128, 64): 8, (64, 256): 5, (64, 128): 8,
-                (256, 128): 4}
+#: Stages of the ring by tile (rows, columns): for 128 rows 4 of 48 KiB (256 columns), 5 of
+#: 40 KiB (192), 6 of 32 KiB (128) or 8 of 24 KiB (64); for 64 rows 5 of 40 KiB (256) or 8 of
+#: 24 KiB (128).
+WGMMA_STAGES = {(128, 256): 4, (128, 192): 5, (128, 128): 6, (128, 64): 8, (64, 256): 5,
+                (64, 128): 8, (256, 128): 4}
 #: Rows of the Hopper rungs' tile where M is at most that many (NOTES 102): its two consumer
 #: warpgroups split the columns instead of the rows.
 WGMMA_SHORT_ROWS = 64
 #: wgmma's narrower tile, where 128 x 256 tiles would leave SMs idle (NOTES 94).
 WGMMA_SMALL_TILE = (128, 128)
+#: The 16-bit types' tile between the two, where its waves over the SMs cost least (NOTES 132).
+WGMMA_MID_TILE = (128, 192)
+#: What a wave of blocks over the SMs costs by tile width, in sixths of a wave of 128 x 256
+#: tiles: the 128-column wave at two thirds is NOTES 94's measured rule (128 x 128 tiles where
+#: their half-length waves number at most one and a half times the wide ones); the 192-column
+#: wave is the straight line between (a fixed cost per block, then its columns).
+WGMMA_WAVE_COST = {WGMMA_TILE: 6, WGMMA_MID_TILE: 5, WGMMA_SMALL_TILE: 4}
 #: The Hopper rungs' tile where N is at most 64 (NOTES 101).
 WGMMA_NARROW_TILE = (128, 64)
 #: wgmma's TF32 tile in place of 128 x 256: B read as it is into registers, no transposed
@@ -243,7 +251,7 @@ WGMMA_TF32_TILE = (256, 128)
 WGMMA_TF32_SHORT_TILE = (64, 128)
 #: TF32's tile in place of each of the other types' (128 x 128 and 128 x 64 themselves: 6
 #: stages of 32 KiB, 8 of 24 KiB, both with m64n128 products). Every one reads B as it is
-#: (wgmma.cu's gk_wg_tf32_block).
+#: (wgmma.cu's gk_wg_tf32_block). TF32 has no 128 x 192 tile: its plans never take it.
 TF32_TILES = {WGMMA_TILE: WGMMA_TF32_TILE, WGMMA_SMALL_TILE: WGMMA_SMALL_TILE,
               WGMMA_NARROW_TILE: WGMMA_NARROW_TILE,
               (64, 256): WGMMA_TF32_SHORT_TILE, (64, 128): WGMMA_TF32_SHORT_TILE}
@@ -296,19 +304,23 @@ def _check_hopper(p: Problem, name: str) -> numpy.dtype:
     return compute
 
 
-def wgmma_tile(p: Problem) -> tuple[int, int]:
+def wgmma_tile(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
     """wgmma's tile of C. 128 x 64 where N is at most 64: as many blocks as any wider tile,
-    none multiplying columns of zeros. Otherwise 128 x 256, or 128 x 128 where its blocks,
-    each with half the work, take at most three quarters of the wide tiles' waves over the
-    SMs. Where N is at most 128 the two tilings have as many blocks, so the narrow one always;
-    elsewhere it has about twice the blocks: up to half as many wide tiles as SMs (one wave of
-    half-length blocks instead of one of full ones), and from one to one and a half times as
-    many (three half-length waves instead of two full ones)."""
+    none multiplying columns of zeros. Otherwise the tile whose waves of blocks over the SMs
+    cost least (:data:`WGMMA_WAVE_COST`), 128 x 128 first, then 128 x 192 (16-bit types, M
+    above 64), then 128 x 256. So 128 x 128 wherever N is at most 128 (as many blocks as the
+    wider tiles, each with less work), and otherwise where its waves number at most one and a
+    half times the wide tiles' (up to half as many wide tiles as SMs: one wave of half-length
+    blocks instead of one of full ones). 128 x 192 where N is at most 192, and where the wide
+    tiles' last wave leaves many SMs idle: 72 wide tiles (768 x 3072 of C) are one wave on 132
+    SMs of which 60 idle, 96 tiles of 192 columns one wave with 36 idle."""
     if p.N <= WGMMA_NARROW_TILE[1]:
         return WGMMA_NARROW_TILE
-    waves_wide = ceil_div(wgmma_tiles(p), p.multiprocessors)
-    half_waves_small = ceil_div(wgmma_tiles(p, WGMMA_SMALL_TILE), p.multiprocessors)
-    return WGMMA_SMALL_TILE if 2 * half_waves_small <= 3 * waves_wide else WGMMA_TILE
+    tiles = [WGMMA_SMALL_TILE, WGMMA_TILE]
+    if compute != numpy.float32 and p.M > WGMMA_SHORT_ROWS:
+        tiles.insert(1, WGMMA_MID_TILE)
+    return min(tiles, key=lambda tile: WGMMA_WAVE_COST[tile]
+               * ceil_div(wgmma_tiles(p, tile), p.multiprocessors))
 
 
 def _short_rows(p: Problem, tile: tuple[int, int]) -> tuple[int, int]:
@@ -322,7 +334,7 @@ def _short_rows(p: Problem, tile: tuple[int, int]) -> tuple[int, int]:
 
 def plan_wgmma(p: Problem) -> Shape:
     compute = _check_hopper(p, "wgmma")
-    tile = hopper_tile(_short_rows(p, wgmma_tile(p)), compute, p.M)
+    tile = hopper_tile(_short_rows(p, wgmma_tile(p, compute)), compute, p.M)
     return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
                  compute, False)
 
@@ -378,16 +390,19 @@ def split_k_slices(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
 def plan_split_k(p: Problem) -> Shape:
     compute = _check_hopper(p, "split_k")
     splits, k_steps = split_k_slices(p, compute)
-    tile = hopper_tile(_short_rows(p, split_k_tile(p)), compute, p.M)
+    tile = hopper_tile(_short_rows(p, split_k_tile(p, compute)), compute, p.M)
     return Shape(LADDER["split_k"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
                  compute, False, splits=splits, k_steps=k_steps)
 
 
-def split_k_tile(p: Problem) -> tuple[int, int]:
-    """split_k's tile of C: the narrowest that covers N, 128 x 64 or 128 x 128 where N is at
-    most 64 or 128 (as many blocks as 128 x 256 tiles, none multiplying columns of zeros),
-    else 128 x 256."""
-    for tile in (WGMMA_NARROW_TILE, WGMMA_SMALL_TILE):
+def split_k_tile(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
+    """split_k's tile of C: the narrowest that covers N, 128 x 64, 128 x 128 or (16-bit types,
+    M above 64) 128 x 192 where N is at most 64, 128 or 192 (as many blocks as 128 x 256 tiles,
+    none multiplying columns of zeros), else 128 x 256."""
+    tiles = [WGMMA_NARROW_TILE, WGMMA_SMALL_TILE]
+    if compute != numpy.float32 and p.M > WGMMA_SHORT_ROWS:
+        tiles.append(WGMMA_MID_TILE)
+    for tile in tiles:
         if p.N <= tile[1]:
             return tile
     return WGMMA_TILE
@@ -437,9 +452,11 @@ def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tup
 
 def _hopper_groups(name: str, tiles: tuple) -> tuple:
     """The Hopper rungs' instances per type, each tile of :data:`WGMMA_TILES` (TF32's as
-    :func:`hopper_tile` maps them): float16 and TF32 at import, bfloat16 on first use."""
+    :func:`hopper_tile` maps them, and none of 128 x 192): float16 and TF32 at import,
+    bfloat16 on first use."""
     def tiles_of(compute: numpy.dtype) -> tuple:
-        return tuple(dict.fromkeys(hopper_tile(tile, compute) for tile in tiles))
+        return tuple(dict.fromkeys(hopper_tile(tile, compute) for tile in tiles
+                                   if compute != numpy.float32 or tile != WGMMA_MID_TILE))
 
     return tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]}",
                                   [hopper_instance(name, c, tile) for tile in tiles_of(c)],
@@ -470,9 +487,10 @@ LADDER = Ladder("matmul", (
                dtypes="float16 and bfloat16, or float32 as TF32",
                precision="float32 only with precision='tf32'")),
     Rung("wgmma", "Hopper tensor cores (wgmma, sm_90a): TMA copies tiles to shared memory, "
-                  "warpgroup MMAs read them there; 128x256 tiles (128x128 where those would "
-                  "leave SMs idle, 128x128 or 128x64 where N is that narrow, 64 rows where M is "
-                  "at most 64; TF32 256x128 in place of 128x256 (128x128 for M of at most "
+                  "warpgroup MMAs read them there; 128x256 tiles (128x192 or 128x128 where "
+                  "their waves over the SMs cost less or N is that narrow, 128x64 where N is "
+                  "at most 64, 64 rows where M is at most 64; 16-bit types only 128x192; "
+                  "TF32 256x128 in place of 128x256 (128x128 for M of at most "
                   "128) and 64x128 for M of at most 64, B read into registers as it is), "
                   "loads and math in separate warps",
          WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", WGMMA_TILES),
