@@ -206,6 +206,21 @@ def test_narrow_blocks_static_shared_memory_is_within_the_planned_bound(dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
+def test_blocked_keeps_its_blocks_per_sm(dtype):
+    # scan.cu caps blocked's registers so that six blocks of 256 threads share an SM where the
+    # input is at most 4 bytes wide, four where it is wider (there 40 registers spill the
+    # runs); sm_75 holds four blocks of 256 threads at most
+    cupy = pytest.importorskip("cupy")
+    dtype = numpy.dtype(dtype)
+    device = cupy.cuda.Device()
+    blocks = 4 if dtype.itemsize >= 8 or int(device.compute_capability) < 80 else 6
+    kernel = rungs.SOURCE.function(rungs._blocked_instance("SumOp", dtype))
+    registers = device.attributes["MaxRegistersPerMultiprocessor"]
+    assert blocks * rungs.LOOK_BACK_BLOCK * kernel.num_regs <= registers, kernel.num_regs
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("operation", OPERATIONS)
 @pytest.mark.parametrize("method", RUNGS + ("auto",))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -546,10 +546,12 @@ scan_look_back(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // i + i / 8 (16 bytes of padding after every 128), so neither arrangement meets a bank twice
 // in a quarter-warp. Outputs wider than the input (int32 summed into int64) take the input's
 // end of the buffer while every thread reads its run, then the whole of it. With fewer
-// registers per thread, six blocks per SM fit where look_back has four.
+// registers per thread, six blocks per SM fit where look_back has four (inputs of 8 bytes or
+// more keep four: their runs spill at six's 40 registers a thread; gk_blocked_min_blocks).
 // 2^28 float32 on an H100: 0.55 of a device copy per call (look_back 0.40, cupy.cumsum 0.33,
 // torch.cumsum 0.70); int32 0.67 (torch 0.36); int8 0.57 (look_back 0.20); (8192, 8192) along
-// axis 1 0.69; (2^20, 16) along axis 1 0.73 (benchmarks/NOTES.md, item 66).
+// axis 1 0.69; (2^20, 16) along axis 1 0.73 (benchmarks/NOTES.md, item 66); 256 MB of float64
+// 0.69, int64 0.68, complex64 0.70, complex128 0.65 (0.46-0.51 at six blocks; item 133).
 // ---------------------------------------------------------------------------------------------
 template <typename T>
 union gk_scan_word {
@@ -606,15 +608,21 @@ __device__ __forceinline__ void gk_store_tile(const uint4* words, Out* __restric
 }
 
 // blocked's blocks per SM: its registers are capped so that this many fit (its shared memory,
-// at most 37 KB a block, allows six for every dtype); sm_75 runs at most 1024 threads per SM.
+// at most 37 KB a block, allows six for every dtype). Six (40 registers a thread) for inputs
+// of up to 4 bytes; four (64) for wider ones, whose runs spill at 40 (256 MB of float64 per
+// call: 0.50 of a copy at six, 0.63 at five, 0.69 at four; float32 0.55, 0.54, 0.49; NOTES
+// item 133). sm_75 runs at most 1024 threads per SM: four.
+template <typename In>
+__host__ __device__ constexpr int gk_blocked_min_blocks() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-constexpr int BLOCKED_MIN_BLOCKS = 4;
+    return 4;
 #else
-constexpr int BLOCKED_MIN_BLOCKS = 6;
+    return sizeof(In) >= 8 ? 4 : 6;
 #endif
+}
 
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
-__global__ void __launch_bounds__(BLOCK, BLOCKED_MIN_BLOCKS)
+__global__ void __launch_bounds__(BLOCK, gk_blocked_min_blocks<In>())
 scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
              u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
              i64 capacity) {
