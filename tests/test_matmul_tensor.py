@@ -306,6 +306,13 @@ def test_tf32_tiles_read_b_as_it_is(method, shapes, tile, case, rng):
     assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
 
 
+def hopper_operands(shapes, dtype, rng):
+    """Random host operands of ``shapes``, their device copies, and a poisoned result."""
+    a = reference.random_array(shapes[0], dtype, rng)
+    b = reference.random_array(shapes[1], dtype, rng)
+    return a, b, cupy.asarray(a), cupy.asarray(b), poisoned(numpy.matmul(a, b).shape, dtype)
+
+
 #: (method, shapes) where the 16-bit types take the 128 x 192 tile: wgmma where its waves cost
 #: least (one wave of 96 tiles against the wide tiles' 72, batched, N ragged and not a multiple
 #: of 8; two waves against three), split_k where N is at most 192 (none of the wide tiles'
@@ -322,10 +329,7 @@ def test_16_bit_types_take_the_mid_tile(method, shapes, kind, rng):
     if int(cupy.cuda.Device().compute_capability) != 90:
         pytest.skip(f"{method} runs on compute capability 9.0 only")
     dtype, _ = KINDS[kind]
-    a = reference.random_array(shapes[0], dtype, rng)
-    b = reference.random_array(shapes[1], dtype, rng)
-    da, db = cupy.asarray(a), cupy.asarray(b)
-    out = poisoned(numpy.matmul(a, b).shape, dtype)
+    a, b, da, db, out = hopper_operands(shapes, dtype, rng)
     with record_launches() as launches:
         got = gk.matmul(da, db, method=method, out=out)
     names = [launch.instance for launch in launches]
@@ -355,10 +359,7 @@ def test_split_k_sums_its_slices_in_one_order(shapes, kind, rng):
     if int(cupy.cuda.Device().compute_capability) != 90:
         pytest.skip("split_k runs on compute capability 9.0 only")
     dtype, precision = KINDS[kind]
-    a = reference.random_array(shapes[0], dtype, rng)
-    b = reference.random_array(shapes[1], dtype, rng)
-    da, db = cupy.asarray(a), cupy.asarray(b)
-    out = poisoned(numpy.matmul(a, b).shape, dtype)
+    a, b, da, db, out = hopper_operands(shapes, dtype, rng)
     with record_launches() as launches:
         got = gk.matmul(da, db, method="split_k", out=out, precision=precision)
     names = [launch.instance.split("<")[0] for launch in launches]
