@@ -608,7 +608,8 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 //    of 32 KiB): twice the blocks, each with half the work (NOTES 94); for the 16-bit types
 //    128 x 192 (m64n192 products, 96 sums a thread, 5 stages of 40 KiB) where its waves cost
 //    less than either's, as where 72 wide tiles fill one wave on 132 SMs and 96 of 192
-//    columns fill more of it (NOTES 132). Where N is at most 192, 128 or 64, the narrowest
+//    columns fill more of it (NOTES 132: 768x3072x3072 0.70 -> 0.85-0.87 held, 1536x8192x6144
+//    0.73 -> 0.85-0.92). Where N is at most 192, 128 or 64, the narrowest
 //    tile that covers it (128 x 64: m64n64, 8 stages of 24 KiB), so no product multiplies
 //    columns of zeros (NOTES 97, 101). Where M is at most 64, 64-row tiles
 //    whose two consumer warpgroups split the columns (SPLIT_N), so neither multiplies rows of
