@@ -255,7 +255,8 @@ WGMMA_TF32_SHORT_TILE = (64, 128)
 TF32_TILES = {WGMMA_TILE: WGMMA_TF32_TILE, WGMMA_SMALL_TILE: WGMMA_SMALL_TILE,
               WGMMA_NARROW_TILE: WGMMA_NARROW_TILE,
               (64, 256): WGMMA_TF32_SHORT_TILE, (64, 128): WGMMA_TF32_SHORT_TILE}
-#: The tiles of matmul_wgmma and matmul_split_k, for every type.
+#: The tiles of matmul_wgmma and matmul_split_k: every type's, TF32's as :func:`hopper_tile`
+#: maps them, and 128 x 192 for the 16-bit types only.
 WGMMA_TILES = tuple(tile for tile in WGMMA_STAGES if tile != WGMMA_TF32_TILE)
 
 
