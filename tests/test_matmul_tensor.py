@@ -347,6 +347,40 @@ def test_16_bit_types_take_the_mid_tile(method, shapes, kind, rng):
     assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
 
 
+# Products of more tiles than the device has SMs: wgmma's 16-bit blocks then walk several tiles
+# each (their ring's stages numbered across tiles), with edges in M, N and K, a batch, and each
+# tile width (128 x 256 / 192 / 128 / 64, 64-row tiles). Where rows of C are not whole 16-byte
+# words (N not a multiple of 8) each block takes one tile.
+PERSISTENT_SHAPES = [((2200, 100), (100, 4504)), ((2, 1500, 70), (2, 70, 3000)),
+                     ((20000, 130), (130, 104)), ((20000, 64), (64, 56)), ((64, 40), (40, 67000)),
+                     ((64, 40), (40, 40000)), ((1, 2600, 130), (130, 2704)),
+                     ((2200, 100), (100, 4500)), ((1000, 70), (70, 5001))]
+
+
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shapes", PERSISTENT_SHAPES, ids=pair_id)
+def test_wgmma_blocks_walk_several_tiles(shapes, kind, rng):
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip("wgmma runs on compute capability 9.0 only")
+    dtype, _ = KINDS[kind]
+    a, b, da, db, out = hopper_operands(shapes, dtype, rng)
+    with record_launches() as launches:
+        got = gk.matmul(da, db, method="wgmma", out=out)
+    (launch,) = [launch for launch in launches if launch.instance.startswith("matmul_wgmma<")]
+    tile = [int(word) for word in launch.instance.split(",")[2:4]]
+    M, N = shapes[0][-2], shapes[1][-1]
+    tiles = -(-M // tile[0]) * -(-N // tile[1])
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    if N % 8 == 0:
+        assert launch.grid[0] == sms < tiles, (launch.instance, launch.grid, tiles)
+    else:
+        assert launch.grid[0] == tiles > sms, (launch.instance, launch.grid, tiles)
+    assert got is out
+    assert_tensor_close(got, a, b, tf32=False, context=f"wgmma {pair_id(shapes)}")
+    again = gk.matmul(da, db, method="wgmma")
+    assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
+
+
 # --- split_k ----------------------------------------------------------------------------------------
 
 SPLIT_SHAPES = [((128, 8192), (8192, 64)), ((3, 100, 3000), (3000, 70)), ((64, 5000), (2, 5000, 33)),

@@ -27,10 +27,13 @@
 //                            128 where M <= 128), 64 x 128 in place of 64-row tiles
 //   grid                   : (tiles_m * tiles_n, batch, splits); blockIdx.x is a tile in groups
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
-//                            B in L2); splits = 1 for rung 8
+//                            B in L2); splits = 1 for rung 8. Rung 8's 16-bit types where N
+//                            is a multiple of 8: (min(tiles_m * tiles_n, SMs), batch, 1), block
+//                            b taking tiles b, b + gridDim.x, ... (gk_wg_block)
 //   stages                 : BM = 128: 4 (BN = 256), 5 (192), 6 (128) or 8 (64);
 //                            BM = 64: 5 (BN = 256) or 8 (BN = 128); BM = 256: 4
-//   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 1024 (for alignment)
+//   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 18432 (the epilogue's
+//                            buffer) + 1024 (for alignment)
 //   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
 //   M, N, K                : below 2^31 (the host checks); K > 0 (K = 0 needs no kernel).
 #include "../common.cuh"
@@ -58,7 +61,11 @@ struct gk_wg_shape {
     static constexpr int A_BYTES = BM * GK_WG_ROW_BYTES;   // 16 or 8 KiB
     static constexpr int B_BYTES = BN * GK_WG_ROW_BYTES;   // 32, 24, 16 or 8 KiB
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // and 1 KiB to align them
+    // The epilogue's buffer, after the ring: a consumer warpgroup's 64 rows of 128 bytes of C
+    // (64 16-bit or 32 float32 columns) and 16 bytes of padding each (gk_wg_store_tile).
+    static constexpr int STAGED_PITCH_BYTES = GK_WG_ROW_BYTES + 16;
+    static constexpr int STAGED_BYTES = 2 * 64 * STAGED_PITCH_BYTES;  // 18 KiB
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + STAGED_BYTES + 1024;  // 1 KiB: align
     static constexpr int SUMS = WG_COLS / 2;  // float32 sums a consumer thread: 64 x WG_COLS / 128
 };
 
@@ -146,27 +153,26 @@ __device__ __forceinline__ void gk_wg_load_stage(unsigned a_tile, const gk_tenso
         gk_wg_tma_load(a_tile + A_BYTES + j * BOX_BYTES, b_map, n0 + BOX_COLS * j, k, b_matrix,
                        bar);
 }
-// The producer warpgroup: its registers lowered to 40 (setmaxnreg); thread 0 keeps STAGES
-// stages in flight. Stage i of `steps` (K from (k_begin + i) * BK) waits for its buffers'
-// "empty", arms its "full" with STAGE_BYTES and loads A's and B's tiles of K into its buffers
-// (gk_wg_load_stage's A_BYTES, BOXES, BOX_COLS, BOX_BYTES).
+// The producer: thread 0 of warpgroup 0 (whose registers the caller has lowered to 40 with
+// setmaxnreg) keeps STAGES stages in flight. Its stages are numbered from `first` on, across
+// the block's tiles: stage i takes buffers i % STAGES and waits for their "empty" (the
+// consumers' release of stage i - STAGES), arms their "full" with STAGE_BYTES and loads A's and
+// B's tiles of K (from (k_begin + j) * BK for the j-th of `steps`) into them (gk_wg_load_stage's
+// A_BYTES, BOXES, BOX_COLS, BOX_BYTES).
 template <int STAGES, int STAGE_BYTES, int BK, int A_BYTES, int BOXES, int BOX_COLS,
           int BOX_BYTES>
-__device__ __forceinline__ void gk_wg_produce(const gk_wg_ring& ring, int steps, int k_begin,
-                                              const gk_tensor_map& a_map,
+__device__ __forceinline__ void gk_wg_produce(const gk_wg_ring& ring, int first, int steps,
+                                              int k_begin, const gk_tensor_map& a_map,
                                               const gk_tensor_map& b_map, int m0, int n0,
                                               int a_matrix, int b_matrix) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < steps; ++i) {
-            const int s = i % STAGES, k = (k_begin + i) * BK;
-            if (i >= STAGES) gk_wg_bar_wait(ring.empty0 + 8 * s, (i / STAGES - 1) & 1);
-            const unsigned tiles = ring.smem + s * STAGE_BYTES;
-            const unsigned bar = ring.full0 + 8 * s;
-            gk_wg_bar_expect(bar, STAGE_BYTES);
-            gk_wg_load_stage<A_BYTES, BOXES, BOX_COLS, BOX_BYTES>(tiles, &a_map, &b_map, k, m0,
-                                                                  n0, a_matrix, b_matrix, bar);
-        }
+    for (int j = 0; j < steps; ++j) {
+        const int i = first + j, s = i % STAGES, k = (k_begin + j) * BK;
+        if (i >= STAGES) gk_wg_bar_wait(ring.empty0 + 8 * s, (i / STAGES - 1) & 1);
+        const unsigned tiles = ring.smem + s * STAGE_BYTES;
+        const unsigned bar = ring.full0 + 8 * s;
+        gk_wg_bar_expect(bar, STAGE_BYTES);
+        gk_wg_load_stage<A_BYTES, BOXES, BOX_COLS, BOX_BYTES>(tiles, &a_map, &b_map, k, m0, n0,
+                                                              a_matrix, b_matrix, bar);
     }
 }
 
@@ -266,91 +272,123 @@ __device__ __forceinline__ void gk_wg_named_barrier(int id, int count) {
 // Warp w of a warpgroup holds rows 16w + g and 16w + g + 8 (g = lane / 4), columns 8i + 2t and
 // 8i + 2t + 1 (t = lane % 4) in d[4i .. 4i + 3]. Stored straight from those registers, a warp
 // instruction writes 16 bytes into each of 8 rows: half-used sectors, and 64 instructions a
-// thread for a 128 x 256 half-precision tile. Here each warpgroup first writes its 64 rows
-// (of WG_COLS columns) into the stage buffers, free once both warpgroups' products are done
-// (the named barrier), rows padded by 8 elements so that the 32 lanes' pairs fall in 32
-// distinct banks; then a warp writes 512 contiguous bytes of a row per instruction, 16 bytes
-// a lane (element by element where a row of C is not 16-byte aligned).
+// thread for a 128 x 256 half-precision tile. Here each warp stages its 16 rows in chunks of
+// 128 bytes of C (64 16-bit or 32 float32 columns) in its own part of the epilogue's buffer,
+// which lies after the ring (Shape::STAGED_BYTES), so the producer may already fill the ring
+// with the block's next tile; rows padded by 16 bytes, so that the 32 lanes' pairs fall in 32
+// distinct banks. Then the warp writes four rows of 128 contiguous bytes per instruction, 16
+// bytes a lane (element by element where a row of C is not 16-byte aligned). A warp reads
+// only what it staged itself, so __syncwarp is all the synchronisation it needs.
 template <typename Out, typename Shape>
 __device__ __forceinline__ void gk_wg_store_tile(const float (&d)[Shape::SUMS],
                                                  Out* __restrict__ Cb, int M, int N, int m0,
                                                  int n0, int warpgroup, unsigned smem) {
-    constexpr int COLS = Shape::WG_COLS;          // this warpgroup's columns
-    constexpr int PITCH = COLS + 8;               // elements per staged row
+    constexpr int COLS = GK_WG_ROW_BYTES / (int)sizeof(Out);             // a chunk's columns
+    constexpr int PITCH = Shape::STAGED_PITCH_BYTES / (int)sizeof(Out);  // per staged row
     constexpr int CHUNK = 16 / (int)sizeof(Out);  // elements per 16-byte store
-    constexpr int CHUNKS = COLS / CHUNK;          // per row
-    static_assert(2 * 64 * PITCH * sizeof(Out) <= Shape::STAGES * Shape::STAGE_BYTES,
-                  "both warpgroups' rows fit in the stage buffers");
-    static_assert(PITCH * sizeof(Out) % 16 == 0, "staged rows stay 16-byte aligned");
+    constexpr int CHUNKS = COLS / CHUNK;          // 16-byte stores per row of a chunk: 8
+    static_assert(Shape::WG_COLS % COLS == 0, "a warpgroup's columns in whole chunks");
     extern __shared__ unsigned char gk_wg_smem[];
-    // The 1024-aligned buffers' generic address; this warpgroup's 64 rows.
-    unsigned char* const buffers = gk_wg_smem + (smem - gk_shared_address(gk_wg_smem));
-    Out* const staged = reinterpret_cast<Out*>(buffers) + (warpgroup - 1) * 64 * PITCH;
     const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
-    gk_wg_named_barrier(1, 256);  // the other warpgroup's last products have read the stages
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        Out* const row = staged + (w * 16 + h * 8 + g) * PITCH + 2 * t;
-#pragma unroll
-        for (int i = 0; i < COLS / 8; ++i)
-            gk_mma_store2(row + 8 * i, d[4 * i + 2 * h], d[4 * i + 2 * h + 1], true, true, true);
-    }
-    gk_wg_named_barrier(1 + warpgroup, 128);  // this warpgroup's rows are staged
-
+    // This warp's 16 staged rows, after the ring's 1024-aligned buffers.
+    unsigned char* const buffers = gk_wg_smem + (smem - gk_shared_address(gk_wg_smem));
+    Out* const staged = reinterpret_cast<Out*>(
+        buffers + Shape::STAGES * Shape::STAGE_BYTES +
+        ((warpgroup - 1) * 64 + w * 16) * Shape::STAGED_PITCH_BYTES);
     const bool whole = N % CHUNK == 0 && (reinterpret_cast<u64>(Cb) & 15) == 0;
-    const int first_row = m0 + (Shape::SPLIT_N ? 0 : (warpgroup - 1) * 64);
-    const int first_col = n0 + (Shape::SPLIT_N ? (warpgroup - 1) * COLS : 0);
-#pragma unroll 4
-    for (int c = threadIdx.x & 127; c < 64 * CHUNKS; c += 128) {
-        const int r = c / CHUNKS, n = first_col + c % CHUNKS * CHUNK;
-        const int m = first_row + r;
-        if (m >= M || n >= N) continue;
-        const Out* const from = staged + r * PITCH + c % CHUNKS * CHUNK;
-        Out* const to = Cb + (i64)m * N + n;
-        if (whole) {  // N a multiple of CHUNK: the chunk is inside the row, and aligned
-            *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
-        } else {
-            for (int e = 0; e < CHUNK && n + e < N; ++e) to[e] = from[e];
+    const int first_row = m0 + (Shape::SPLIT_N ? 0 : (warpgroup - 1) * 64) + w * 16;
+    const int first_col = n0 + (Shape::SPLIT_N ? (warpgroup - 1) * Shape::WG_COLS : 0);
+#pragma unroll
+    for (int chunk = 0; chunk < Shape::WG_COLS / COLS; ++chunk) {
+        __syncwarp();  // the warp has read the previous chunk
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            Out* const row = staged + (h * 8 + g) * PITCH + 2 * t;
+#pragma unroll
+            for (int i = 0; i < COLS / 8; ++i) {
+                const int sum = 4 * (chunk * COLS / 8 + i) + 2 * h;
+                gk_mma_store2(row + 8 * i, d[sum], d[sum + 1], true, true, true);
+            }
+        }
+        __syncwarp();  // this chunk's 16 rows are staged
+#pragma unroll
+        for (int c = lane; c < 16 * CHUNKS; c += 32) {
+            const int r = c / CHUNKS, n = first_col + chunk * COLS + c % CHUNKS * CHUNK;
+            const int m = first_row + r;
+            if (m >= M || n >= N) continue;
+            const Out* const from = staged + r * PITCH + c % CHUNKS * CHUNK;
+            Out* const to = Cb + (i64)m * N + n;
+            if (whole) {  // N a multiple of CHUNK: the chunk is inside the row, and aligned
+                *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
+            } else {
+                for (int e = 0; e < CHUNK && n + e < N; ++e) to[e] = from[e];
+            }
         }
     }
 }
 
+// The tile of C that block column `tile` covers: groups of GK_WG_GROUP row tiles, column tiles
+// within a group, rows fastest.
+template <int BM, int BN>
+__device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int tiles_n, int& m0,
+                                                  int& n0) {
+    const int per_group = GK_WG_GROUP * tiles_n;
+    const int first_m = tile / per_group * GK_WG_GROUP;
+    const int rows_here = min(tiles_m - first_m, GK_WG_GROUP);
+    m0 = (first_m + tile % per_group % rows_here) * BM;
+    n0 = tile % per_group / rows_here * BN;
+}
+
 // --- one block's work, shared by rungs 8 and 9 ----------------------------------------------------
-// The tile of C at (m0, n0) over k-steps [k_begin, k_end) of BK, 16-bit operands (TF32's
-// tiles: gk_wg_tf32_block): float32 sums stored to the matrix Cb, rounded to Out (T for rung
-// 8, float partial sums for rung 9).
+// The tiles of C numbered first_tile, first_tile + gridDim.x, ... below tiles_m * tiles_n
+// (gk_wg_tile_origin), each over k-steps [k_begin, k_end) of BK, 16-bit operands (TF32's tiles:
+// gk_wg_tf32_block): float32 sums stored to the matrix Cb, rounded to Out (T for rung 8, float
+// partial sums for rung 9). The ring's stages are numbered across the tiles, so the producer
+// fills the ring with a tile's first stages while the consumers store the previous tile.
 template <typename T, typename Out, typename Shape>
 __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk_tensor_map& b_map,
-                                            Out* __restrict__ Cb, int M, int N, int m0, int n0,
-                                            int a_matrix, int b_matrix, int k_begin, int k_end) {
+                                            Out* __restrict__ Cb, int M, int N, int tiles_m,
+                                            int tiles_n, int first_tile, int a_matrix,
+                                            int b_matrix, int k_begin, int k_end) {
     static_assert(sizeof(T) == 2, "float16 or bfloat16 operands");
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 of K per stage
     constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 elements
     constexpr int STAGES = Shape::STAGES, STAGE_BYTES = Shape::STAGE_BYTES;
-    const int steps = k_end - k_begin;
+    const int steps = k_end - k_begin, tiles = tiles_m * tiles_n;
 
     const gk_wg_ring ring = gk_wg_ring_init<STAGES>();
     const unsigned smem = ring.smem, full0 = ring.full0, empty0 = ring.empty0;
 
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
-        // Producer: one thread keeps STAGES tiles of A and B in flight.
-        gk_wg_produce<STAGES, STAGE_BYTES, BK, Shape::A_BYTES, Shape::BN / 64, 64,
-                      64 * GK_WG_ROW_BYTES>(ring, steps, k_begin, a_map, b_map, m0, n0,
-                                            a_matrix, b_matrix);
-    } else {
-        // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127;
-        // with SPLIT_N both multiply rows 0-63, warpgroup 2 the second half of the columns.
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        // Producer: one thread keeps STAGES stages of A and B in flight, tile after tile.
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (threadIdx.x == 0) {
+            for (int tile = first_tile, i = 0; tile < tiles; tile += gridDim.x, i += steps) {
+                int m0, n0;
+                gk_wg_tile_origin<Shape::BM, Shape::BN>(tile, tiles_m, tiles_n, m0, n0);
+                gk_wg_produce<STAGES, STAGE_BYTES, BK, Shape::A_BYTES, Shape::BN / 64, 64,
+                              64 * GK_WG_ROW_BYTES>(ring, i, steps, k_begin, a_map, b_map, m0,
+                                                    n0, a_matrix, b_matrix);
+            }
+        }
+        return;
+    }
+    // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127; with
+    // SPLIT_N both multiply rows 0-63, warpgroup 2 the second half of the columns.
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const unsigned a_rows = Shape::SPLIT_N ? 0 : (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
+    // This warpgroup's first column of B: whole 64-column boxes of 8 KiB (B N-contiguous).
+    const int b_col = Shape::SPLIT_N ? (warpgroup - 1) * Shape::WG_COLS : 0;
+    const unsigned b_cols = b_col / 64 * 64 * GK_WG_ROW_BYTES;
+    for (int tile = first_tile, i = 0; tile < tiles; tile += gridDim.x) {
+        int m0, n0;
+        gk_wg_tile_origin<Shape::BM, Shape::BN>(tile, tiles_m, tiles_n, m0, n0);
         float d[Shape::SUMS];
 #pragma unroll
-        for (int i = 0; i < Shape::SUMS; ++i) d[i] = 0.0f;
-        const unsigned a_rows = Shape::SPLIT_N ? 0 : (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
-        // This warpgroup's first column of B: whole 64-column boxes of 8 KiB (B N-contiguous).
-        const int b_col = Shape::SPLIT_N ? (warpgroup - 1) * Shape::WG_COLS : 0;
-        const unsigned b_cols = b_col / 64 * 64 * GK_WG_ROW_BYTES;
-        for (int i = 0; i < steps; ++i) {
+        for (int j = 0; j < Shape::SUMS; ++j) d[j] = 0.0f;
+        for (int j = 0; j < steps; ++j, ++i) {
             const int s = i % STAGES;
             gk_wg_bar_wait(full0 + 8 * s, (i / STAGES) & 1);
             const unsigned a_tile = smem + s * STAGE_BYTES,
@@ -369,25 +407,15 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
             // buffers go back to the producer.
             gk_wg_wait<1>();
             gk_wg_pin(d);
-            if (i > 0 && threadIdx.x % 128 == 0)
+            if (j > 0 && threadIdx.x % 128 == 0)
                 gk_wg_bar_arrive(empty0 + 8 * ((i - 1) % STAGES));
         }
         gk_wg_wait<0>();
         gk_wg_pin(d);
+        // The tile's last stage goes back too: the producer's next tile may take it.
+        if (steps > 0 && threadIdx.x % 128 == 0) gk_wg_bar_arrive(empty0 + 8 * ((i - 1) % STAGES));
         gk_wg_store_tile<Out, Shape>(d, Cb, M, N, m0, n0, warpgroup, smem);
     }
-}
-
-// The tile of C that block column `tile` covers: groups of GK_WG_GROUP row tiles, column tiles
-// within a group, rows fastest.
-template <int BM, int BN>
-__device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int tiles_n, int& m0,
-                                                  int& n0) {
-    const int per_group = GK_WG_GROUP * tiles_n;
-    const int first_m = tile / per_group * GK_WG_GROUP;
-    const int rows_here = min(tiles_m - first_m, GK_WG_GROUP);
-    m0 = (first_m + tile % per_group % rows_here) * BM;
-    n0 = tile % per_group / rows_here * BN;
 }
 
 // --- TF32's tiles: one block's work, B read as it is (rungs 8 and 9) -----------------------------
@@ -483,8 +511,11 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
-        gk_wg_produce<STAGES, STAGE_BYTES, BK, A_BYTES, BN / 32, 32, BOX_BYTES>(
-            ring, steps, k_begin, a_map, b_map, m0, n0, a_matrix, b_matrix);
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (threadIdx.x == 0) {
+            gk_wg_produce<STAGES, STAGE_BYTES, BK, A_BYTES, BN / 32, 32, BOX_BYTES>(
+                ring, 0, steps, k_begin, a_map, b_map, m0, n0, a_matrix, b_matrix);
+        }
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -601,8 +632,15 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 //    and, once the products of a stage are done, arrives on its "empty".
 //  * Tiles are numbered in groups of 8 row tiles, so the blocks resident at one time share
 //    panels of A and B in L2.
-//  * The epilogue goes through shared memory (gk_wg_store_tile): a warp writes 512 contiguous
-//    bytes of a row of C per instruction instead of 16 bytes into each of 8 rows.
+//  * The epilogue goes through shared memory (gk_wg_store_tile): a warp writes four rows of 128
+//    contiguous bytes of C per instruction instead of 16 bytes into each of 8 rows.
+//  * 16-bit types: one block per SM, each walking the tiles b, b + gridDim.x, ... (where rows
+//    of C are whole 16-byte words). The ring's stages are numbered across tiles and the
+//    epilogue has a buffer of its own, so the producer fills the ring with the next tile while
+//    the consumers store the last; a block per tile waits for its first stages to arrive and
+//    stores with the ring idle (NOTES 135, H100, held of cuBLAS: 3072x64x8192 0.78 -> 1.08,
+//    8192x256x6144 0.72 -> 0.98, 1536x4096x4096 0.82 -> 1.01; the suite's geometric mean
+//    0.84 -> 0.86; 8192^3 and 4096^3 within noise).
 //  * Where 128 x 256 tiles would leave many SMs idle (their waves over the SMs end well short
 //    of full), the host takes 128 x 128 tiles (m64n128 products, 64 sums a thread, 6 stages
 //    of 32 KiB): twice the blocks, each with half the work (NOTES 94); for the 16-bit types
@@ -630,18 +668,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
-    int m0, n0;
-    gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
     const int matrix = blockIdx.y;
-    if constexpr (sizeof(T) == 4) {  // TF32: B read as it is, into registers
+    if constexpr (sizeof(T) == 4) {  // TF32: B read as it is, into registers; a tile a block
+        int m0, n0;
+        gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
         gk_wg_tf32_block<BM, BN, STAGES>(a_map, b_map, C + (i64)matrix * M * N, M, N, m0, n0,
                                          a_batched ? matrix : 0, b_batched ? matrix : 0, 0,
                                          (K + BK - 1) / BK);
-    } else {
+    } else {  // tiles blockIdx.x, blockIdx.x + gridDim.x, ...
         static_assert(BM != 256, "the 256 x 128 tile is TF32's");
         gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>>(
-            a_map, b_map, C + (i64)matrix * M * N, M, N, m0, n0, a_batched ? matrix : 0,
-            b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
+            a_map, b_map, C + (i64)matrix * M * N, M, N, tiles_m, tiles_n, blockIdx.x,
+            a_batched ? matrix : 0, b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
     }
 #else
     asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0
@@ -675,21 +713,21 @@ __global__ void __launch_bounds__(THREADS, 1)
                   "the host's geometry is the layout this kernel is written for");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
-    int m0, n0;
-    gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
     const int matrix = blockIdx.y, split = blockIdx.z;
     const int k_begin = split * k_steps;
     const int k_end = min(k_begin + k_steps, (K + BK - 1) / BK);  // an empty slice stores zeros
     float* const slice = partial + ((i64)split * gridDim.y + matrix) * M * N;
     if constexpr (sizeof(T) == 4) {  // TF32: B read as it is, into registers
+        int m0, n0;
+        gk_wg_tile_origin<BM, BN>(blockIdx.x, tiles_m, tiles_n, m0, n0);
         gk_wg_tf32_block<BM, BN, STAGES>(a_map, b_map, slice, M, N, m0, n0,
                                          a_batched ? matrix : 0, b_batched ? matrix : 0, k_begin,
                                          max(k_begin, k_end));
-    } else {
+    } else {  // a tile a block: gridDim.x is the tiles' count
         static_assert(BM != 256, "the 256 x 128 tile is TF32's");
         gk_wg_block<T, float, gk_wg_shape<BM, BN, STAGES>>(
-            a_map, b_map, slice, M, N, m0, n0, a_batched ? matrix : 0, b_batched ? matrix : 0,
-            k_begin, max(k_begin, k_end));
+            a_map, b_map, slice, M, N, tiles_m, tiles_n, blockIdx.x, a_batched ? matrix : 0,
+            b_batched ? matrix : 0, k_begin, max(k_begin, k_end));
     }
 #else
     asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0

@@ -280,10 +280,12 @@ class _Wgmma:
             args = (Array(0, tensor_map.MAP_BYTES), Array(1, tensor_map.MAP_BYTES), Array(2),
                     *self.scalars, numpy.int32(batched[0]), numpy.int32(batched[1]),
                     *((numpy.int32(self.shape.k_steps),) if split else ()))
+            blocks = tiles_m * tiles_n
+            if self.shape.persistent_blocks:  # each block walks the tiles
+                blocks = builtins.min(blocks, self.shape.persistent_blocks)
             call = self.calls[key] = KernelCall(
-                self.shape.rung.source, self.instance,
-                (tiles_m * tiles_n, count, self.shape.splits), self.shape.block, args,
-                self.shape.shared_mem, self.shape.rung.name)
+                self.shape.rung.source, self.instance, (blocks, count, self.shape.splits),
+                self.shape.block, args, self.shape.shared_mem, self.shape.rung.name)
         return call
 
     def _launch(self, call: KernelCall, a_map: Any, b_map: Any, c: Any, count: int) -> None:

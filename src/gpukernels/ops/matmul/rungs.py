@@ -90,6 +90,9 @@ class Shape:
     aligned_c: bool = False  # ALIGNED also stores C 16 bytes at a time (the SIMT rungs)
     splits: int = 1  # split_k: slices of K, each of k_steps stages
     k_steps: int = 0
+    #: wgmma's 16-bit types: at most this many blocks per matrix, each taking tiles
+    #: blockIdx.x, blockIdx.x + gridDim.x, ... (0: a block per tile)
+    persistent_blocks: int = 0
 
     def instance(self, index: str, aligned: bool) -> str:
         if self.rung.name in HOPPER_RUNGS:  # one instance per type and tile width
@@ -273,9 +276,16 @@ def hopper_tile(tile: tuple[int, int], compute: numpy.dtype, rows: int | None = 
     return tile
 
 
+#: The epilogue's buffer after the ring: both consumer warpgroups' 64 rows of 128 bytes of C,
+#: each padded by 16 bytes (wgmma.cu's gk_wg_store_tile).
+WGMMA_STAGED_BYTES = 2 * 64 * (WGMMA_ROW_BYTES + 16)
+
+
 def wgmma_shared_bytes(tile: tuple[int, int]) -> int:
-    """The stages of A and B tiles, and 1 KiB to align them to 1024 bytes."""
-    return WGMMA_STAGES[tile] * (tile[0] + tile[1]) * WGMMA_ROW_BYTES + 1024
+    """The stages of A and B tiles, the epilogue's buffer, and 1 KiB to align them to 1024
+    bytes."""
+    return (WGMMA_STAGES[tile] * (tile[0] + tile[1]) * WGMMA_ROW_BYTES + WGMMA_STAGED_BYTES
+            + 1024)
 
 
 #: float16 and bfloat16 B is read N-contiguous in boxes of 64 rows of 64 columns.
@@ -336,8 +346,15 @@ def _short_rows(p: Problem, tile: tuple[int, int]) -> tuple[int, int]:
 def plan_wgmma(p: Problem) -> Shape:
     compute = _check_hopper(p, "wgmma")
     tile = hopper_tile(_short_rows(p, wgmma_tile(p, compute)), compute, p.M)
+    # 16-bit types whose rows of C are whole 16-byte words: a block per SM, each walking the
+    # tiles (its ring refills while it stores a tile; NOTES 135). Elsewhere a block per tile:
+    # TF32's kernel takes one, and rows of C stored element by element make the tiles' times
+    # uneven, which a block per tile evens out (4096 x 4096 x 4099: 0.45 ms a block per tile,
+    # 0.49-0.56 walking).
+    walks = compute != numpy.float32 and p.N % (16 // compute.itemsize) == 0
+    persistent = p.multiprocessors if walks else 0
     return Shape(LADDER["wgmma"], (WGMMA_THREADS, 1, 1), tile, wgmma_shared_bytes(tile),
-                 compute, False)
+                 compute, False, persistent_blocks=persistent)
 
 
 # --- rung 9: split_k (kernels/matmul/wgmma.cu) -----------------------------------------------------
@@ -493,7 +510,8 @@ LADDER = Ladder("matmul", (
                   "at most 64, 64 rows where M is at most 64; 16-bit types only 128x192; "
                   "TF32 256x128 in place of 128x256 (128x128 for M of at most "
                   "128) and 64x128 for M of at most 64, B read into registers as it is), "
-                  "loads and math in separate warps",
+                  "loads and math in separate warps; 16-bit types one block per SM walking "
+                  "the tiles",
          WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", WGMMA_TILES),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
