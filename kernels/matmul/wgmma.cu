@@ -185,6 +185,18 @@ __device__ __forceinline__ u64 gk_wg_desc(unsigned addr, unsigned leading, unsig
     return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(leading >> 4) << 16) |
            ((u64)(stride >> 4) << 32) | (1ull << 62);
 }
+// The descriptor of `desc`'s tile moved by `bytes` (a multiple of 16). The start address is
+// the low 14 bits, in 16-byte units, and every shared address lies below 256 KiB, so the
+// field never carries into the next: one 32-bit add to the low word, where gk_wg_desc masks,
+// shifts and ors. The consumers build a descriptor per operand once and move it per stage and
+// k-step (NOTES 136).
+__device__ __forceinline__ u64 gk_wg_desc_at(u64 desc, unsigned bytes) {
+    u64 moved;
+    asm("mov.b64 %0, {%1, %2};"
+        : "=l"(moved)
+        : "r"((unsigned)desc + (bytes >> 4)), "r"((unsigned)(desc >> 32)));
+    return moved;
+}
 
 __device__ __forceinline__ void gk_wg_fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -382,6 +394,9 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
     // This warpgroup's first column of B: whole 64-column boxes of 8 KiB (B N-contiguous).
     const int b_col = Shape::SPLIT_N ? (warpgroup - 1) * Shape::WG_COLS : 0;
     const unsigned b_cols = b_col / 64 * 64 * GK_WG_ROW_BYTES;
+    // Stage 0's descriptors of this warpgroup's A rows and B columns, at the first k-step.
+    const u64 a_desc0 = gk_wg_desc(smem + a_rows, 16, 1024);
+    const u64 b_desc0 = gk_wg_desc(smem + Shape::A_BYTES + b_cols, 64 * GK_WG_ROW_BYTES, 1024);
     for (int tile = first_tile, i = 0; tile < tiles; tile += gridDim.x) {
         int m0, n0;
         gk_wg_tile_origin<Shape::BM, Shape::BN>(tile, tiles_m, tiles_n, m0, n0);
@@ -391,16 +406,13 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
         for (int j = 0; j < steps; ++j, ++i) {
             const int s = i % STAGES;
             gk_wg_bar_wait(full0 + 8 * s, (i / STAGES) & 1);
-            const unsigned a_tile = smem + s * STAGE_BYTES,
-                           b_tile = a_tile + Shape::A_BYTES + b_cols;
             gk_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < GK_WG_ROW_BYTES / K_STEP_BYTES; ++kk) {
-                const u64 a_desc = gk_wg_desc(a_tile + a_rows + kk * K_STEP_BYTES, 16, 1024);
-                const u64 b_desc =
-                    gk_wg_desc(b_tile + kk * (K_STEP_BYTES / (int)sizeof(T)) * GK_WG_ROW_BYTES,
-                               64 * GK_WG_ROW_BYTES, 1024);
-                gk_wg_mma(d, a_desc, b_desc, T());
+                // k-step kk: 32 bytes into A's rows, 16 rows of K (2 KiB) into B's boxes
+                gk_wg_mma(d, gk_wg_desc_at(a_desc0, s * STAGE_BYTES + kk * K_STEP_BYTES),
+                          gk_wg_desc_at(b_desc0, s * STAGE_BYTES + kk * (K_STEP_BYTES /
+                                        (int)sizeof(T)) * GK_WG_ROW_BYTES), T());
             }
             gk_wg_commit();
             // Keep this stage's products in flight; the previous stage's are done, so its
@@ -540,7 +552,7 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
         first + (t + 4) * 128 + (((c0 >> 2) ^ (t + 4)) << 4) + ((c0 & 3) << 2),
         first + (t + 4) * 128 + (((c1 >> 2) ^ (t + 4)) << 4) + ((c1 & 3) << 2)};
     // A's tile in stage 0 at this warpgroup's first k-step (32 bytes of each row a k-step).
-    const unsigned a_first = smem + kk0 * 32;
+    const u64 a_desc0 = gk_wg_desc(smem + kk0 * 32, 16, 1024);
     for (int i = 0, s = 0, phase = 0; i < steps; ++i) {
         gk_wg_bar_wait(full0 + 8 * s, phase);
         const unsigned b_tile = smem + s * STAGE_BYTES + A_BYTES;
@@ -553,8 +565,7 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
         gk_wg_fence();
 #pragma unroll
         for (int kk = 0; kk < K_STEPS; ++kk)
-            gk_wg_mma_rs(d, fragments[kk], gk_wg_desc(a_first + s * STAGE_BYTES + kk * 32, 16,
-                                                     1024));
+            gk_wg_mma_rs(d, fragments[kk], gk_wg_desc_at(a_desc0, s * STAGE_BYTES + kk * 32));
         gk_wg_commit();
         gk_wg_wait<1>();
         gk_wg_pin(d);
