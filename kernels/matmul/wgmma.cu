@@ -33,7 +33,8 @@
 //   stages                 : BM = 128: 4 (BN = 256), 5 (192), 6 (128) or 8 (64);
 //                            BM = 64: 5 (BN = 256) or 8 (BN = 128); BM = 256: 4
 //   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 18432 (the epilogue's
-//                            buffer) + 1024 (for alignment)
+//                            buffer) + 1024 (for alignment); TF32's tiles stage C in the ring
+//                            after their last products and leave that buffer unused
 //   a_batched, b_batched   : 1 if the operand has a matrix per batch entry, 0 if one is broadcast.
 //   M, N, K                : below 2^31 (the host checks); K > 0 (K = 0 needs no kernel).
 #include "../common.cuh"

@@ -282,8 +282,8 @@ WGMMA_STAGED_BYTES = 2 * 64 * (WGMMA_ROW_BYTES + 16)
 
 
 def wgmma_shared_bytes(tile: tuple[int, int]) -> int:
-    """The stages of A and B tiles, the epilogue's buffer, and 1 KiB to align them to 1024
-    bytes."""
+    """The stages of A and B tiles, the epilogue's buffer (which TF32's tiles leave unused:
+    they stage C in the ring), and 1 KiB to align them to 1024 bytes."""
     return (WGMMA_STAGES[tile] * (tile[0] + tile[1]) * WGMMA_ROW_BYTES + WGMMA_STAGED_BYTES
             + 1024)
 
