@@ -120,17 +120,19 @@ scan_add_carries(Out* __restrict__ out, const Acc* __restrict__ carries, i64 n, 
 //
 // Determinism. CUB combines the aggregates it finds in a tree whose shape depends on which
 // tiles have finished, so float results vary from run to run. Here every prefix has one
-// definition, whoever computes it. Tiles form groups of 32; W_g(i) is the inclusive scan of
-// the aggregates of group g's tiles 0..i across a warp (Hillis-Steele, whose lane i depends only
-// on lanes 0..i); Q_g, the prefix through the end of group g, is Q_{g-1} + W_g(31), folded left
-// to right. The last tile of group g publishes Q_g as its inclusive prefix. Tile i of group g
-// needs Q_{g-1}: it takes the nearest published Q_m and folds W_{m+1}(31) ... W_{g-1}(31) onto
-// it, which is how those Q were defined, so the bits are the same whichever Q_m it found. Its
-// exclusive prefix is then Q_{g-1} + W_g(i - 1). The last tile of each group publishes W_g(31)
-// as soon as its group's aggregates are in, so a fold over groups is one load per group (a
-// lane each) and a shuffle per group: the nearest published Q lies a dozen groups back while
-// their tiles load, and folding them by scanning each group's 32 aggregates again kept whole
-// blocks waiting at their second barrier (benchmarks/NOTES.md, items 48 and 50).
+// definition, whoever computes it. Tiles form groups of 32; W_g(i), for i < 31, is the
+// inclusive scan of the aggregates of group g's tiles 0..i across a warp (Hillis-Steele, whose
+// lane i depends only on lanes 0..i), and the group's total W_g(31) is W_g(30) + the last tile's
+// aggregate (so the last tile needs its own aggregate only after its look-back); Q_g, the prefix
+// through the end of group g, is Q_{g-1} + W_g(31), folded left to right. The last tile of group
+// g publishes Q_g as its inclusive prefix. Tile i of group g needs Q_{g-1}: it takes the
+// nearest published Q_m and folds W_{m+1}(31) ... W_{g-1}(31) onto it, which is how those Q
+// were defined, so the bits are the same whichever Q_m it found. Its exclusive prefix is then
+// Q_{g-1} + W_g(i - 1). The last tile of each group publishes W_g(31) as soon as its group's
+// aggregates are in, so a fold over groups is one load per group (a lane each) and a shuffle per
+// group: the nearest published Q lies a dozen groups back while their tiles load, and folding
+// them by scanning each group's 32 aggregates again kept whole blocks waiting at their second
+// barrier (benchmarks/NOTES.md, items 48 and 50).
 // ---------------------------------------------------------------------------------------------
 enum : u64 {
     GK_AGGREGATE = 1,    // the tile's aggregate is published
@@ -316,37 +318,76 @@ __device__ __forceinline__ gk_segment<Acc> gk_fold_groups(const u64* flags, char
     return q;
 }
 
-// Tile `tile`'s exclusive prefix, by one whole warp (every lane returns it); the last tile of a
-// group also publishes the group's total and then Q of its group. `aggregate` is the tile's own.
+// The look-back in three parts, each by one whole warp, so that a tile can learn what it needs
+// from its predecessors before its own aggregate is known (pipelined's look-back warp):
+//   gk_group_before  W_g(i - 1), the aggregates of its group's tiles before it, scanned;
+//   gk_group_q       Q_{g - 1}, the prefix through the group before;
+//   gk_publish_group the last tile of a group publishes its group's total, W_g(31) =
+//                    W_g(30) + its aggregate, then Q_g = Q_{g - 1} + W_g(31) (one definition:
+//                    only that tile computes them).
+// The tile's exclusive prefix is Q_{g - 1} + W_g(i - 1); Q_{g - 1} is needed only where no
+// scan starts in the group's tiles before it.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_group_before(const u64* flags, char* values,
+                                                           i64 tile, u64 epoch) {
+    const int position = (int)(tile % 32);
+    if (position == 0) return gk_segment_identity<Op, Acc>();
+    const gk_segment<Acc> scan = gk_group_scan<Op>(flags, values, tile / 32, position - 1, -1,
+                                                   gk_segment_identity<Op, Acc>(), epoch);
+    return gk_segment_from(scan, position - 1);
+}
+
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_group_q(const u64* flags, char* values,
+                                                      i64 capacity, i64 tile, u64 epoch) {
+    const i64 group = tile / 32;
+    return gk_fold_groups<Op, Acc>(flags, values, capacity, gk_nearest_q(flags, group, epoch),
+                                   group, epoch);
+}
+
+// The group's total (W_g(30) in `before`, the tile's own `aggregate`): published at once, with
+// the flag bits `own` (epoch and the tile's start); returns it for gk_publish_q.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_publish_group(u64* flags, char* values,
+                                                            i64 capacity, i64 tile,
+                                                            gk_segment<Acc> before,
+                                                            gk_segment<Acc> aggregate, u64 own) {
+    const gk_segment<Acc> through = gk_segment_combine<Op>(before, aggregate);
+    if ((threadIdx.x & 31) == 0) {
+        gk_publish(flags, gk_group_total<Acc>(values, capacity, tile), tile, through.value,
+                   own + GK_GROUP + (through.start ? GK_GROUP_START : 0) + GK_AGGREGATE);
+    }
+    return through;
+}
+
+// Q_g = Q_{g - 1} (`q`) + the group's total (`through`), published by the group's last tile.
+template <typename Op, typename Acc>
+__device__ __forceinline__ void gk_publish_q(u64* flags, char* values, i64 capacity, i64 tile,
+                                             gk_segment<Acc> q, gk_segment<Acc> through,
+                                             u64 own) {
+    if ((threadIdx.x & 31) == 0) {
+        const gk_segment<Acc> inclusive = gk_segment_combine<Op>(q, through);
+        gk_publish(flags, gk_tile_inclusive<Acc>(values, capacity, tile), tile, inclusive.value,
+                   own + GK_GROUP + (through.start ? GK_GROUP_START : 0) + GK_INCLUSIVE);
+    }
+}
+
+// Tile `tile`'s exclusive prefix, by one whole warp (every lane returns it), the three parts in
+// a row; the last tile of a group also publishes the group's total and then Q of its group.
+// `aggregate` is the tile's own.
 template <typename Op, typename Acc>
 __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
                             gk_segment<Acc> aggregate, u64 epoch) {
     typedef gk_segment<Acc> Segment;
-    const int lane = threadIdx.x & 31;
-    const i64 group = tile / 32;
-    const int position = (int)(tile % 32);
     const u64 own = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0);
-    const Segment scan = gk_group_scan<Op>(flags, values, group, position, position, aggregate,
-                                           epoch);
-    const Segment before = position == 0 ? gk_segment_identity<Op, Acc>()
-                                         : gk_segment_from(scan, position - 1);
-    const Segment through = gk_segment_from(scan, position);
-    const bool last = position == 31;
-    const u64 group_bits = last ? GK_GROUP + (through.start ? GK_GROUP_START : 0) : 0;
-    if (last && lane == 0) {
-        gk_publish(flags, gk_group_total<Acc>(values, capacity, tile), tile, through.value,
-                   own + group_bits + GK_AGGREGATE);
-    }
-    Segment q = gk_segment_identity<Op, Acc>();  // Q_{group - 1}
-    if (group > 0 && (!before.start || (last && !through.start))) {
-        q = gk_fold_groups<Op, Acc>(flags, values, capacity, gk_nearest_q(flags, group, epoch),
-                                    group, epoch);
-    }
-    if (last && lane == 0) {
-        const Segment inclusive = gk_segment_combine<Op>(q, through);
-        gk_publish(flags, gk_tile_inclusive<Acc>(values, capacity, tile), tile, inclusive.value,
-                   own + group_bits + GK_INCLUSIVE);
-    }
+    const bool last = tile % 32 == 31;
+    const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
+    Segment through = before;
+    if (last) through = gk_publish_group<Op>(flags, values, capacity, tile, before, aggregate, own);
+    const Segment q = tile >= 32 && !before.start
+                          ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
+                          : gk_segment_identity<Op, Acc>();
+    if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
     return gk_segment_combine<Op>(q, before).value;
 }
 
