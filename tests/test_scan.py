@@ -125,8 +125,23 @@ def test_wide_columns_take_no_dynamic_shared_memory():
 
 def test_choose_sends_other_axes_to_columns():
     f32 = numpy.dtype("float32")
-    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1)).name == "blocked"
-    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5 * 16, 16)).name == "columns"
+    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1)).name == "pipelined"
+    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1, 90)).name == "pipelined"
+    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1, 75)).name == "blocked"
+    assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5 * 16, 16, 90)).name == "columns"
+
+
+def test_pipelined_grid_is_the_resident_blocks_at_most():
+    f32 = numpy.dtype("float32")
+    tiles = 1000 * 10**4 // (rungs.LOOK_BACK_BLOCK * rungs.look_back_items(f32)) + 1
+    for resident, grid in ((None, tiles), (lambda *_: 7, 7), (lambda *_: 10**6, tiles)):
+        step = rungs.plan_pipelined(rungs.Problem("SumOp", f32, 1000, 10**4, 1, 90,
+                                                  resident)).steps[0]
+        assert step.launch.grid == (grid, 1, 1) and step.scratch >= tiles
+        assert step.launch.block == (rungs.PIPELINED_THREADS, 1, 1)
+        assert step.launch.shared_mem == rungs.pipelined_shared_bytes(f32)
+    with pytest.raises(ValueError, match=r"compute capability 8\.0"):
+        rungs.plan_pipelined(rungs.Problem("SumOp", f32, 1000, 1, 1, 75))
 
 
 def test_peers_are_held_to_numpys_sequential_bound():
@@ -218,6 +233,46 @@ def test_blocked_keeps_its_blocks_per_sm(dtype):
     kernel = rungs.SOURCE.function(rungs._blocked_instance("SumOp", dtype))
     registers = device.attributes["MaxRegistersPerMultiprocessor"]
     assert blocks * rungs.LOOK_BACK_BLOCK * kernel.num_regs <= registers, kernel.num_regs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
+def test_pipelined_keeps_its_blocks_per_sm(dtype):
+    # scan.cu caps pipelined's registers so that four blocks of 256 data threads and a
+    # look-back warp share an SM where the input is at most 4 bytes wide, three where it is
+    # wider; its two tile buffers and static arrays fit the block's shared memory
+    device = cupy.cuda.Device()
+    dtype = numpy.dtype(dtype)
+    blocks = 3 if dtype.itemsize >= 8 else 4
+    kernel = rungs.SOURCE.function(rungs._pipelined_instance("SumOp", dtype))
+    registers = device.attributes["MaxRegistersPerMultiprocessor"]
+    assert blocks * rungs.PIPELINED_THREADS * kernel.num_regs <= registers, kernel.num_regs
+    shared = kernel.shared_size_bytes + rungs.pipelined_shared_bytes(dtype)
+    assert shared <= device.attributes["MaxSharedMemoryPerBlockOptin"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int8", "float64", "complex128"])
+def test_pipelined_blocks_take_many_tiles_each(dtype, rng, monkeypatch):
+    # a grid of three blocks: each takes dozens of tiles, two in flight, so every buffer and
+    # barrier of the ring is reused many times; rows long and short, a partial last tile
+    from gpukernels._core.launch import PLANS
+
+    monkeypatch.setattr(rungs, "device_resident", lambda *_: 3)
+    PLANS.clear()
+    try:
+        for shape, axis in (((123457,), None), ((7, 30011), 1), ((5000, 17), 1),
+                            ((2**17 + 3,), None)):
+            x = _data("cumsum", shape, dtype, rng, shape[-1])
+            with record_launches() as launches:
+                out = poisoned(shape, reduction_result_dtype("cumsum", x.dtype, None))
+                got = gk.cumsum(cupy.asarray(x), axis=axis, method="pipelined", out=out)
+            assert [launch.grid for launch in launches] == [(3, 1, 1)]
+            _compare(got, x, "cumsum", axis=axis)
+            again = gk.cumsum(cupy.asarray(x), axis=axis, method="pipelined")
+            assert bool((again.view(numpy.uint8) == got.view(numpy.uint8)).all())
+    finally:
+        PLANS.clear()
 
 
 @pytest.mark.gpu

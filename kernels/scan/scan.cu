@@ -27,7 +27,7 @@ __device__ __forceinline__ i64 gk_scan_address(i64 r, i64 i, i64 n, i64 inner) {
 // One word of a tile's input: PER_WORD elements of the scan sequence from `at` (those before
 // `total`) into `word` (a union of 16 bytes and its elements), one 16-byte load where the input
 // is contiguous and aligned (`whole_words`) and the word is whole, element by element
-// otherwise. Shared by look_back and blocked (gk_stage_tile).
+// otherwise. Shared by look_back, blocked and pipelined (gk_stage_tile).
 template <typename In, int PER_WORD, typename Word>
 __device__ __forceinline__ void gk_load_word(Word& word, const In* __restrict__ in, i64 at,
                                              i64 total, i64 n, i64 inner, bool whole_words) {
@@ -105,11 +105,13 @@ scan_add_carries(Out* __restrict__ out, const Acc* __restrict__ carries, i64 n, 
 // ---------------------------------------------------------------------------------------------
 // The single-pass rungs' look-back (CUB's decoupled look-back, made deterministic).
 //
-// Tiles take their numbers from control[0] in the order they start, so every tile that a tile
-// waits for is already running. Each tile publishes its aggregate (the combination of its own
-// elements) as soon as it has it. flags[k] says what tile k has published: epoch * 32 plus the
-// bits of GK_FLAG below (the aggregate; an inclusive prefix too; whether a scan starts in the
-// tile; for a group's last tile, the group's total and whether a scan starts in the group);
+// Tiles take their numbers from control[0] in the order blocks claim them, so every tile that a
+// tile waits for belongs to a running block (pipelined's blocks claim the next tile before they
+// finish the last; the aggregate of a claimed tile waits for no prefix, so it always comes).
+// Each tile publishes its aggregate (the combination of its own elements) as soon as it has it.
+// flags[k] says what tile k has published: epoch * 32 plus the bits of GK_FLAG below (the
+// aggregate; an inclusive prefix too; whether a scan starts in the tile; for a group's last
+// tile, the group's total and whether a scan starts in the group);
 // epoch is control[2], advanced by the last block of each launch, so flags left by earlier
 // launches count as empty and need no clearing. The aggregate, the inclusive prefix and the
 // group total of tile k are Acc values at values + k * sizeof(Acc), values + capacity * 16 +
@@ -780,7 +782,239 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rung 4 - columns: scans along an axis that is not the last (inner > 1), such as axis 0 of a
+// Rung 4 - pipelined: blocked's tile, with the wait for the look-back taken off the tile's path.
+// blocked holds a tile's block until its exclusive prefix is known; that prefix waits for the
+// slowest earlier tile still loading, and meanwhile the block issues no loads: one row of 2^28
+// float32 runs at 0.50 of a copy per call, the same bytes as rows of 16 (no tile looks back)
+// at 0.72. Here blocks stay resident (as many as fit at once) and take tile after tile, two in
+// flight: in each round the data warps load and scan a new tile, publishing its aggregate at
+// once, and then finish the tile of the round before, whose prefix a warp of its own (the
+// look-back warp) has been looking back for since that tile was claimed. So a tile's
+// look-back has a whole round to finish, and no tile's aggregate waits for any prefix. Two
+// tile buffers per block (dynamic shared memory), each laid out as blocked's. The look-back
+// warp and the data warps meet only on named barriers, alternating by the round's parity so
+// that neither runs two rounds ahead: CLAIM (the next tile's number is known), PREFIX (a
+// tile's prefix is in), HANDOFF (a group's last tile hands its aggregate to the look-back
+// warp). Tried and not kept (benchmarks/NOTES.md, item 137): a look-back warp in blocked alone
+// (0.55 -> 0.54), three buffers fed by cp.async (three blocks an SM: 0.48), five blocks an SM
+// (0.61: spills at 40 registers).
+// H100, per call, of a device copy (blocked in the same run): 2^28 float32 0.70 (0.50;
+// torch.cumsum 0.70), float16 0.49 (0.38), int32 0.65 (0.64), int8 0.55 (0.55), 2^27
+// float64 0.71 (0.69); (8192, 8192) along axis 1 0.78 (0.65); (2^20, 16) along axis 1 0.75-0.78
+// (0.72).
+// ---------------------------------------------------------------------------------------------
+// pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
+// registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
+// look-back spill 270-350 bytes at 56 and 56-100 at 72 (their two tiles of 8-byte outputs,
+// 72 KiB, allow two blocks on an H100 in any case). The rung runs on sm_80 and newer; compiled
+// for sm_75, whose SMs hold 1024 threads, three.
+template <typename In>
+__host__ __device__ constexpr int gk_pipelined_min_blocks() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    return 3;
+#else
+    return sizeof(In) >= 8 ? 3 : 4;
+#endif
+}
+
+// A barrier of `count` threads (a multiple of 32) on barrier `id`, and an arrival at one that
+// does not wait (barrier 0 is __syncthreads).
+__device__ __forceinline__ void gk_bar_sync(unsigned id, unsigned count) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void gk_bar_arrive(unsigned id, unsigned count) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
+__global__ void __launch_bounds__(BLOCK + 32, gk_pipelined_min_blocks<In>())
+scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
+               u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
+               i64 capacity) {
+    constexpr int IN_PER_WORD = (int)(16 / sizeof(In)), OUT_PER_WORD = (int)(16 / sizeof(Out));
+    constexpr int IN_WORDS = ITEMS / IN_PER_WORD, OUT_WORDS = ITEMS / OUT_PER_WORD;  // a run's
+    constexpr int WARPS = BLOCK / 32;  // the data warps; warp WARPS looks back
+    constexpr int TILE = BLOCK * ITEMS;
+    static_assert(ITEMS % IN_PER_WORD == 0 && ITEMS % OUT_PER_WORD == 0 && ITEMS <= 32,
+                  "runs of whole words, starts in one 32-bit mask");
+    static_assert(BLOCK % 32 == 0 && sizeof(Out) >= sizeof(In), "whole warps; outputs as wide");
+    constexpr int IN_SLOTS = BLOCK * IN_WORDS + BLOCK * IN_WORDS / 8;
+    constexpr int OUT_SLOTS = BLOCK * OUT_WORDS + BLOCK * OUT_WORDS / 8;
+    constexpr unsigned THREADS = BLOCK + 32;
+    constexpr unsigned DATA = 1, PREFIX = 2, HANDOFF = 4, CLAIM = 6;  // + the round's parity
+    typedef gk_segment<Acc> Segment;
+    extern __shared__ uint4 gk_pipelined_tiles[];  // two tiles of OUT_SLOTS words
+    __shared__ Segment warp_totals[WARPS];
+    __shared__ Segment aggregate_shared[2];
+    __shared__ i64 tile_shared[4];  // round r's tile at r % 4
+    __shared__ u64 epoch_shared;
+    __shared__ Acc prefix_shared[2];
+    __shared__ Acc run_value[2][BLOCK];  // each thread's prefix within its tile
+    __shared__ unsigned char run_start[2][BLOCK];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const i64 total = n * rows;
+    const i64 tiles = (total + TILE - 1) / TILE;
+    if (tid == 0) {
+        tile_shared[0] = (i64)atomicAdd(control, 1ull);
+        epoch_shared = gk_load_l2(control + 2);
+    }
+    __syncthreads();
+    const u64 epoch = epoch_shared;
+
+    if (warp == WARPS) {
+        // The look-back warp: round r's tile from its claim, while the data warps load it and
+        // finish the tile before it.
+        for (int r = 0;; ++r) {
+            if (r > 0) gk_bar_sync(CLAIM + (r & 1), THREADS);
+            const i64 tile = tile_shared[r & 3];
+            if (tile >= tiles) break;
+            const i64 base = tile * TILE;
+            const bool continues = base % n != 0;
+            const bool last = tile % 32 == 31;
+            if (continues || last) {
+                const i64 end = total - base < TILE ? total : base + TILE;
+                const bool starts_here = !continues || base / n != (end - 1) / n;
+                const u64 own = epoch * GK_EPOCH + (starts_here ? GK_START : 0);
+                const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
+                Segment through = before;
+                if (last) {
+                    gk_bar_sync(HANDOFF + (r & 1), THREADS);  // the tile's aggregate is in
+                    through = gk_publish_group<Op>(flags, values, capacity, tile, before,
+                                                   aggregate_shared[r & 1], own);
+                }
+                const Segment q = tile >= 32 && continues && !before.start
+                                      ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
+                                      : gk_segment_identity<Op, Acc>();
+                if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+                if (continues && lane == 0) {
+                    prefix_shared[r & 1] = gk_segment_combine<Op>(q, before).value;
+                }
+            }
+            gk_bar_arrive(PREFIX + (r & 1), THREADS);
+        }
+        return;
+    }
+
+    for (int r = 0;; ++r) {
+        const i64 tile = tile_shared[r & 3];
+        const i64 prev = r > 0 ? tile_shared[(r - 1) & 3] : tiles;
+        if (tile >= tiles && prev >= tiles) break;
+        if (tile < tiles) {
+            // Load and scan round r's tile; publish its aggregate.
+            uint4* const words = gk_pipelined_tiles + (r & 1) * OUT_SLOTS;
+            uint4* const in_words = words + (OUT_SLOTS - IN_SLOTS);
+            const i64 base = tile * TILE;
+            gk_stage_tile<In, BLOCK, IN_WORDS>(in, in_words, base, total, n, inner, tid);
+            gk_bar_sync(DATA, BLOCK);
+            const i64 first = base + (i64)tid * ITEMS;
+            const int valid =
+                first >= total ? 0 : (total - first < ITEMS ? (int)(total - first) : ITEMS);
+            unsigned starts = 0;
+            if (valid > 0) {
+                const i64 position = rows == 1 ? first : first % n;
+                for (i64 k = position == 0 ? 0 : n - position; k < valid; k += n) {
+                    starts |= 1u << k;
+                }
+            }
+            Segment run = gk_segment_identity<Op, Acc>();
+#pragma unroll
+            for (int j = 0; j < IN_WORDS; ++j) {
+                gk_scan_word<In> word;
+                word.bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
+#pragma unroll
+                for (int k = 0; k < IN_PER_WORD; ++k) {
+                    const int item = j * IN_PER_WORD + k;
+                    if (item < valid) {
+                        const Acc x = to_acc<Acc>(word.elem[k]);
+                        run.value = (starts >> item) & 1 ? x : Op::combine(run.value, x);
+                    }
+                }
+            }
+            run.start = starts != 0;
+            const Segment inclusive = gk_warp_scan<Op>(run);
+            Segment before;
+            before.value = gk_shfl_up(inclusive.value, 1);
+            before.start = __shfl_up_sync(0xffffffffu, inclusive.start, 1);
+            if (lane == 31) warp_totals[warp] = inclusive;
+            gk_bar_sync(DATA, BLOCK);
+            Segment running = gk_segment_identity<Op, Acc>(), aggregate = running;
+            for (int v = 0; v < WARPS; ++v) {
+                const Segment t = warp_totals[v];
+                if (v < warp) running = gk_segment_combine<Op>(running, t);
+                aggregate = gk_segment_combine<Op>(aggregate, t);
+            }
+            if (lane > 0) running = gk_segment_combine<Op>(running, before);
+            run_value[r & 1][tid] = running.value;
+            run_start[r & 1][tid] = (unsigned char)running.start;
+            if (tid == 0) {
+                gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
+                           epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
+                aggregate_shared[r & 1] = aggregate;
+            }
+            if (tile % 32 == 31) gk_bar_arrive(HANDOFF + (r & 1), THREADS);
+        }
+        if (prev < tiles) {
+            // Finish round r - 1's tile: its run again after its prefixes, then the stores.
+            const int p = (r - 1) & 1;
+            uint4* const words = gk_pipelined_tiles + p * OUT_SLOTS;
+            uint4* const in_words = words + (OUT_SLOTS - IN_SLOTS);
+            const i64 base = prev * TILE;
+            const bool continues = base % n != 0;
+            gk_bar_sync(PREFIX + p, THREADS);
+            const Acc tile_prefix = continues ? prefix_shared[p] : Op::template identity<Acc>();
+            const i64 first = base + (i64)tid * ITEMS;
+            const int valid =
+                first >= total ? 0 : (total - first < ITEMS ? (int)(total - first) : ITEMS);
+            unsigned starts = 0;
+            if (valid > 0) {
+                const i64 position = rows == 1 ? first : first % n;
+                for (i64 k = position == 0 ? 0 : n - position; k < valid; k += n) {
+                    starts |= 1u << k;
+                }
+            }
+            Segment running;
+            running.value = run_value[p][tid];
+            running.start = run_start[p][tid];
+            gk_scan_word<In> held[IN_WORDS];
+#pragma unroll
+            for (int j = 0; j < IN_WORDS; ++j) {
+                held[j].bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
+            }
+            if (sizeof(Out) > sizeof(In)) gk_bar_sync(DATA, BLOCK);
+#pragma unroll
+            for (int j = 0; j < OUT_WORDS; ++j) {
+                gk_scan_word<Out> result;
+#pragma unroll
+                for (int k = 0; k < OUT_PER_WORD; ++k) {
+                    const int item = j * OUT_PER_WORD + k;
+                    const Acc x = item < valid ? to_acc<Acc>(held[item / IN_PER_WORD]
+                                                                 .elem[item % IN_PER_WORD])
+                                               : Op::template identity<Acc>();
+                    const bool start = (starts >> item) & 1;
+                    running.value = start ? x : Op::combine(running.value, x);
+                    running.start |= start;
+                    result.elem[k] = to_acc<Out>(
+                        running.start ? running.value : Op::combine(tile_prefix, running.value));
+                }
+                words[gk_padded_slot(tid * OUT_WORDS + j)] = result.bits;
+            }
+            gk_bar_sync(DATA, BLOCK);
+            gk_store_tile<Out, BLOCK, OUT_WORDS>(words, out, base, total, n, inner, tid);
+        }
+        // Claim round r + 1's tile; once every data warp is past here, round r - 1's buffer is
+        // free for it and its number is known to all (the look-back warp learns it on CLAIM).
+        if (tid == 0) {
+            tile_shared[(r + 1) & 3] = tile < tiles ? (i64)atomicAdd(control, 1ull) : tiles;
+        }
+        gk_bar_sync(DATA, BLOCK);
+        if (tile < tiles) gk_bar_arrive(CLAIM + ((r + 1) & 1), THREADS);
+    }
+    gk_finish_launch(control, epoch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 5 - columns: scans along an axis that is not the last (inner > 1), such as axis 0 of a
 // matrix. look_back reads such a scan one element per load with a stride of inner elements: a
 // warp's load touches 32 separate sectors. Here lane c of each warp takes column c of a chunk of
 // 32 neighbouring columns, so a warp's load is one row of the chunk (128 contiguous bytes of

@@ -3,8 +3,8 @@
 Both share one ladder of kernels (``gpukernels.methods("scan")``, :mod:`.rungs`), templated on
 the operator. Each input layout is planned once: the scan becomes ``rows`` scans of ``n``
 elements of a C-contiguous input (``inner`` apart when the axis is not the last), and
-``method="auto"`` sends scans along the last axis to ``blocked`` and the others to
-``columns``.
+``method="auto"`` sends scans along the last axis to ``pipelined`` (``blocked`` on GPUs before
+compute capability 8.0) and the others to ``columns``.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, method: str) -> _Plan:
         return plan
     if inner > 1 and n == 1:  # nothing to combine: each element is a scan of its own
         n, rows, inner = 1, rows, 1
-    problem = Problem(OPERATORS[operation], read, n, rows, inner)
+    problem = Problem(OPERATORS[operation], read, n, rows, inner,
+                      _device.compute_capability(), rungs.device_resident)
     chosen = rung if rung is not None else rungs.choose(problem)
     planned = chosen.plan(problem)
     slots = {"in": Array(0), "out": Array(1)}
@@ -198,8 +199,9 @@ _DOC = """Cumulative {what} of array elements along an axis, as :func:`numpy.{na
         integers uint64, floats and complex keep their dtype. Integer scans wrap around modulo
         2**64 (and a narrower requested integer type modulo its width) as NumPy's do.
     method : str, optional
-        A rung of ``gpukernels.methods("scan")``, or ``"auto"``: ``blocked`` along the last
-        axis (or flattened), ``columns`` along any other.
+        A rung of ``gpukernels.methods("scan")``, or ``"auto"``: ``pipelined`` along the last
+        axis (or flattened; ``blocked`` before compute capability 8.0), ``columns`` along any
+        other.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; the result is cast to its dtype.
 

@@ -19,7 +19,16 @@ import numpy
 from ..._core import device as _device
 from ..._core.compile import KernelSource
 from ..._core.ladder import Ladder, Needs, Rung
-from ..._core.launch import MAX_GRID_X, MAX_GRID_YZ, Array, Launch, StreamArray, ceil_div
+from ..._core.launch import (
+    MAX_GRID_X,
+    MAX_GRID_YZ,
+    Array,
+    Launch,
+    StreamArray,
+    allow_shared_memory,
+    ceil_div,
+    resident_blocks,
+)
 from ..reduce.dtypes import C_TYPES
 
 __all__ = ["Problem", "Step", "LADDER", "choose", "accumulator", "SOURCE", "IN_DTYPES",
@@ -67,6 +76,12 @@ class Problem:
     n: int
     rows: int
     inner: int
+    #: The device's compute capability (90 for sm_90); 0 where no device is asked (planning
+    #: on the CPU), where plans take every rung.
+    capability: int = 0
+    #: Blocks of a launch that the device runs at once, given (instance, threads, dynamic
+    #: shared bytes); None where no device is asked, where resident blocks take a block per tile.
+    resident: Callable[[str, int, int], int] | None = field(default=None, compare=False)
 
     @property
     def acc(self) -> numpy.dtype:
@@ -229,7 +244,54 @@ def plan_blocked(p: Problem) -> Plan:
                       _single_pass_args(p, capacity), capacity)])
 
 
-# --- rung 4: columns ----------------------------------------------------------------------------
+# --- rung 4: pipelined --------------------------------------------------------------------------
+
+PIPELINED_THREADS = LOOK_BACK_BLOCK + 32  # blocked's data threads and a look-back warp
+PIPELINED_CAPABILITY = 80  # two tiles of 8-byte outputs pass sm_75's 64 KiB a block
+
+
+PIPELINED_BUFFERS = 2  # tile buffers a block: one loading and scanning, one finishing
+
+
+def pipelined_shared_bytes(dtype: numpy.dtype) -> int:
+    """pipelined's ring of PIPELINED_BUFFERS tile buffers (dynamic shared memory), each laid out
+    as blocked's: the tile's outputs in 16-byte words with a word of padding after every eight."""
+    words = LOOK_BACK_BLOCK * look_back_items(dtype) * accumulator(dtype)[1].itemsize // 16
+    return PIPELINED_BUFFERS * 16 * (words + words // 8)
+
+
+def _pipelined_instance(op: str, read: numpy.dtype) -> str:
+    acc, out = accumulator(read)
+    return (f"scan_pipelined<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {LOOK_BACK_BLOCK}, "
+            f"{look_back_items(read)}>")
+
+
+def device_resident(instance: str, threads: int, shared: int) -> int:
+    """Blocks of ``instance`` (``threads`` threads, ``shared`` bytes of dynamic shared memory)
+    that the current device runs at once: the occupancy calculator's blocks per SM, times the
+    SMs (:attr:`Problem.resident` of a scan on the device)."""
+    allow_shared_memory(SOURCE.function(instance), shared)
+    return resident_blocks(SOURCE, instance, threads, shared) * _device.multiprocessor_count()
+
+
+def plan_pipelined(p: Problem) -> Plan:
+    """One launch of resident blocks (as many as fit the device at once, at most a block per
+    tile) that take blocked's tiles in turn, two in flight each."""
+    if 0 < p.capability < PIPELINED_CAPABILITY:
+        raise ValueError(f"the scan rung 'pipelined' needs compute capability "
+                         f"{PIPELINED_CAPABILITY / 10:.1f} (two tiles of shared memory a block); "
+                         f"this GPU has {p.capability / 10:.1f}: use 'blocked' or 'auto'")
+    tiles = ceil_div(p.n * p.rows, LOOK_BACK_BLOCK * look_back_items(p.dtype))
+    capacity = capacity_for(tiles)
+    instance = _pipelined_instance(p.op, p.dtype)
+    shared = pipelined_shared_bytes(p.dtype)
+    grid = tiles if p.resident is None else min(tiles, p.resident(instance, PIPELINED_THREADS,
+                                                                  shared))
+    return Plan([Step(Launch(SOURCE, instance, (grid, 1, 1), (PIPELINED_THREADS, 1, 1), shared),
+                      _single_pass_args(p, capacity), capacity)])
+
+
+# --- rung 5: columns ----------------------------------------------------------------------------
 
 COLUMN_WARPS = 8
 COLUMN_ROWS = 16  # rows per warp: a tile is COLUMN_WARPS x COLUMN_ROWS rows of 32 columns
@@ -375,6 +437,11 @@ LADDER = Ladder("scan", (
          "tile staged in shared memory, one warp scan per thread instead of one per word",
          SOURCE, "scan_blocked", _dtype_groups("scan_blocked", _blocked_instance, 3),
          plan_blocked),
+    Rung("pipelined",
+         "blocked's tiles taken in turn by resident blocks, two in flight: a block loads and "
+         "scans its next tile while a warp of its own looks back for the one before",
+         SOURCE, "scan_pipelined", _dtype_groups("scan_pipelined", _pipelined_instance, 3),
+         plan_pipelined, Needs(capability=PIPELINED_CAPABILITY)),
     Rung("columns",
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
          "columns, a look-back per column; narrow arrays (up to 32 columns) in tiles of whole "
@@ -389,6 +456,8 @@ LADDER = Ladder("scan", (
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"``: blocked for scans along the last axis (or of a flattened array),
-    columns along any other axis."""
-    return LADDER["blocked"] if p.inner == 1 else LADDER["columns"]
+    """``method="auto"``: pipelined for scans along the last axis (or of a flattened array),
+    blocked on GPUs older than compute capability 8.0; columns along any other axis."""
+    if p.inner != 1:
+        return LADDER["columns"]
+    return LADDER["blocked"] if 0 < p.capability < PIPELINED_CAPABILITY else LADDER["pipelined"]
