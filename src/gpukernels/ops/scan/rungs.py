@@ -248,14 +248,12 @@ def plan_blocked(p: Problem) -> Plan:
 
 PIPELINED_THREADS = LOOK_BACK_BLOCK + 32  # blocked's data threads and a look-back warp
 PIPELINED_CAPABILITY = 80  # two tiles of 8-byte outputs pass sm_75's 64 KiB a block
-
-
-PIPELINED_BUFFERS = 2  # tile buffers a block: one loading and scanning, one finishing
+PIPELINED_BUFFERS = 2  # tile buffers a block (scan.cu: round r's tile in buffer r % 2)
 
 
 def pipelined_shared_bytes(dtype: numpy.dtype) -> int:
-    """pipelined's ring of PIPELINED_BUFFERS tile buffers (dynamic shared memory), each laid out
-    as blocked's: the tile's outputs in 16-byte words with a word of padding after every eight."""
+    """pipelined's PIPELINED_BUFFERS tile buffers (dynamic shared memory), each laid out as
+    blocked's: the tile's outputs in 16-byte words with a word of padding after every eight."""
     words = LOOK_BACK_BLOCK * look_back_items(dtype) * accumulator(dtype)[1].itemsize // 16
     return PIPELINED_BUFFERS * 16 * (words + words // 8)
 
