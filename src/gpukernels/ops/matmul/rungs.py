@@ -315,6 +315,14 @@ def _check_hopper(p: Problem, name: str) -> numpy.dtype:
     return compute
 
 
+def takes_mid_tile(compute: numpy.dtype, rows: int | None = None) -> bool:
+    """Whether WGMMA_MID_TILE (128 x 192) is among a product's tiles: for the 16-bit types
+    only (TF32's block, B read into registers, has no 192-column form), and only for M above
+    WGMMA_SHORT_ROWS (shorter products take 64-row tiles, none of them 192 wide); ``rows``
+    None asks for any M (the instances to compile)."""
+    return compute != numpy.float32 and (rows is None or rows > WGMMA_SHORT_ROWS)
+
+
 def wgmma_tile(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
     """wgmma's tile of C. 128 x 64 where N is at most 64: as many blocks as any wider tile,
     none multiplying columns of zeros. Otherwise the tile whose waves of blocks over the SMs
@@ -328,7 +336,7 @@ def wgmma_tile(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
     if p.N <= WGMMA_NARROW_TILE[1]:
         return WGMMA_NARROW_TILE
     tiles = [WGMMA_SMALL_TILE, WGMMA_TILE]
-    if compute != numpy.float32 and p.M > WGMMA_SHORT_ROWS:
+    if takes_mid_tile(compute, p.M):
         tiles.insert(1, WGMMA_MID_TILE)
     return min(tiles, key=lambda tile: WGMMA_WAVE_COST[tile]
                * ceil_div(wgmma_tiles(p, tile), p.multiprocessors))
@@ -418,7 +426,7 @@ def split_k_tile(p: Problem, compute: numpy.dtype) -> tuple[int, int]:
     M above 64) 128 x 192 where N is at most 64, 128 or 192 (as many blocks as 128 x 256 tiles,
     none multiplying columns of zeros), else 128 x 256."""
     tiles = [WGMMA_NARROW_TILE, WGMMA_SMALL_TILE]
-    if compute != numpy.float32 and p.M > WGMMA_SHORT_ROWS:
+    if takes_mid_tile(compute, p.M):
         tiles.append(WGMMA_MID_TILE)
     for tile in tiles:
         if p.N <= tile[1]:
@@ -474,7 +482,7 @@ def _hopper_groups(name: str, tiles: tuple) -> tuple:
     bfloat16 on first use."""
     def tiles_of(compute: numpy.dtype) -> tuple:
         return tuple(dict.fromkeys(hopper_tile(tile, compute) for tile in tiles
-                                   if compute != numpy.float32 or tile != WGMMA_MID_TILE))
+                                   if tile != WGMMA_MID_TILE or takes_mid_tile(compute)))
 
     return tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]}",
                                   [hopper_instance(name, c, tile) for tile in tiles_of(c)],
