@@ -793,11 +793,11 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // look-back has a whole round to finish, and no tile's aggregate waits for any prefix. Two
 // tile buffers per block (dynamic shared memory), each laid out as blocked's. The look-back
 // warp and the data warps meet only on named barriers, alternating by the round's parity so
-// that neither runs two rounds ahead: CLAIM (the next tile's number is known), PREFIX (a
-// tile's prefix is in), HANDOFF (a group's last tile hands its aggregate to the look-back
-// warp). Tried and not kept (benchmarks/NOTES.md, item 137): a look-back warp in blocked alone
-// (0.55 -> 0.54), three buffers fed by cp.async (three blocks an SM: 0.48), five blocks an SM
-// (0.61: spills at 40 registers).
+// that neither runs two rounds ahead: CLAIM (the next tile's number is known) and PREFIX (a
+// tile's prefix is in); a group's last tile takes its own aggregate as the tiles after it do,
+// from its published flag and value. Tried and not kept (benchmarks/NOTES.md, item 137): a
+// look-back warp in blocked alone (0.55 -> 0.54), three buffers fed by cp.async (three blocks
+// an SM: 0.48), five blocks an SM (0.61: spills at 40 registers).
 // H100, per call, of a device copy (blocked in the same run): 2^28 float32 0.70 (0.50;
 // torch.cumsum 0.70), float16 0.49 (0.38), int32 0.65 (0.64), int8 0.55 (0.55), 2^27
 // float64 0.71 (0.69); (8192, 8192) along axis 1 0.78 (0.65); (2^20, 16) along axis 1 0.75-0.78
@@ -841,11 +841,10 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     constexpr int IN_SLOTS = BLOCK * IN_WORDS + BLOCK * IN_WORDS / 8;
     constexpr int OUT_SLOTS = BLOCK * OUT_WORDS + BLOCK * OUT_WORDS / 8;
     constexpr unsigned THREADS = BLOCK + 32;
-    constexpr unsigned DATA = 1, PREFIX = 2, HANDOFF = 4, CLAIM = 6;  // + the round's parity
+    constexpr unsigned DATA = 1, PREFIX = 2, CLAIM = 4;  // + the round's parity
     typedef gk_segment<Acc> Segment;
     extern __shared__ uint4 gk_pipelined_tiles[];  // two tiles of OUT_SLOTS words
     __shared__ Segment warp_totals[WARPS];
-    __shared__ Segment aggregate_shared[2];
     __shared__ i64 tile_shared[4];  // round r's tile at r % 4
     __shared__ u64 epoch_shared;
     __shared__ Acc prefix_shared[2];
@@ -878,10 +877,12 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                 const u64 own = epoch * GK_EPOCH + (starts_here ? GK_START : 0);
                 const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
                 Segment through = before;
-                if (last) {
-                    gk_bar_sync(HANDOFF + (r & 1), THREADS);  // the tile's aggregate is in
+                if (last) {  // the tile's aggregate, once the data warps have published it
+                    Segment aggregate;
+                    aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
+                    aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
                     through = gk_publish_group<Op>(flags, values, capacity, tile, before,
-                                                   aggregate_shared[r & 1], own);
+                                                   aggregate, own);
                 }
                 const Segment q = tile >= 32 && continues && !before.start
                                       ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
@@ -950,9 +951,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             if (tid == 0) {
                 gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
                            epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
-                aggregate_shared[r & 1] = aggregate;
             }
-            if (tile % 32 == 31) gk_bar_arrive(HANDOFF + (r & 1), THREADS);
         }
         if (prev < tiles) {
             // Finish round r - 1's tile: its run again after its prefixes, then the stores.
