@@ -664,6 +664,103 @@ __host__ __device__ constexpr int gk_blocked_min_blocks() {
 #endif
 }
 
+// A data thread's run: elements first .. first + ITEMS - 1 of the scan sequence, `valid` of them
+// before its end, `starts` those that begin a row (first % n == 0, then every n).
+struct gk_run {
+    int valid;
+    unsigned starts;
+};
+
+template <int ITEMS>
+__device__ __forceinline__ gk_run gk_run_at(i64 first, i64 total, i64 n, i64 rows) {
+    gk_run run;
+    run.valid = first >= total ? 0 : (total - first < ITEMS ? (int)(total - first) : ITEMS);
+    run.starts = 0;
+    if (run.valid > 0) {
+        const i64 position = rows == 1 ? first : first % n;
+        for (i64 k = position == 0 ? 0 : n - position; k < run.valid; k += n) {
+            run.starts |= 1u << k;
+        }
+    }
+    return run;
+}
+
+// blocked's and pipelined's tile body, in three steps with the block's barriers between them
+// (the caller's: all threads, or the data warps alone).
+//   gk_run_scan    the run's combination from its staged words, scanned across the warp; lane
+//                  31 leaves the warp's total in warp_totals. Returns the lanes before this one.
+//   gk_tile_scan   after a barrier: this run's prefix within the tile (the warps before, then
+//                  the lanes before) and the tile's aggregate.
+//   gk_write_run   the run again after its prefixes, into `words` as 16-byte words of Out (the
+//                  caller has read the run's input words into `held`, and met the others at a
+//                  barrier first where the outputs are wider and would overwrite them).
+template <typename Op, typename In, typename Acc, int IN_WORDS>
+__device__ __forceinline__ gk_segment<Acc> gk_run_scan(const uint4* in_words, gk_run run,
+                                                       gk_segment<Acc>* warp_totals, int tid) {
+    constexpr int IN_PER_WORD = (int)(16 / sizeof(In));
+    gk_segment<Acc> total = gk_segment_identity<Op, Acc>();
+#pragma unroll
+    for (int j = 0; j < IN_WORDS; ++j) {
+        gk_scan_word<In> word;
+        word.bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
+#pragma unroll
+        for (int k = 0; k < IN_PER_WORD; ++k) {
+            const int item = j * IN_PER_WORD + k;
+            if (item < run.valid) {
+                const Acc x = to_acc<Acc>(word.elem[k]);
+                total.value = (run.starts >> item) & 1 ? x : Op::combine(total.value, x);
+            }
+        }
+    }
+    total.start = run.starts != 0;
+    const gk_segment<Acc> inclusive = gk_warp_scan<Op>(total);
+    gk_segment<Acc> before;
+    before.value = gk_shfl_up(inclusive.value, 1);
+    before.start = __shfl_up_sync(0xffffffffu, inclusive.start, 1);
+    if ((tid & 31) == 31) warp_totals[tid >> 5] = inclusive;
+    return before;
+}
+
+template <typename Op, typename Acc, int WARPS>
+__device__ __forceinline__ void gk_tile_scan(const gk_segment<Acc>* warp_totals,
+                                             gk_segment<Acc> before, int tid,
+                                             gk_segment<Acc>& running,
+                                             gk_segment<Acc>& aggregate) {
+    const int warp = tid >> 5;
+    running = gk_segment_identity<Op, Acc>();
+    aggregate = running;
+    for (int v = 0; v < WARPS; ++v) {
+        const gk_segment<Acc> t = warp_totals[v];
+        if (v < warp) running = gk_segment_combine<Op>(running, t);
+        aggregate = gk_segment_combine<Op>(aggregate, t);
+    }
+    if ((tid & 31) > 0) running = gk_segment_combine<Op>(running, before);
+}
+
+template <typename Op, typename In, typename Acc, typename Out, int IN_WORDS, int OUT_WORDS>
+__device__ __forceinline__ void gk_write_run(uint4* words, const gk_scan_word<In> (&held)[IN_WORDS],
+                                             gk_run run, gk_segment<Acc> running,
+                                             Acc tile_prefix, int tid) {
+    constexpr int IN_PER_WORD = (int)(16 / sizeof(In)), OUT_PER_WORD = (int)(16 / sizeof(Out));
+#pragma unroll
+    for (int j = 0; j < OUT_WORDS; ++j) {
+        gk_scan_word<Out> result;
+#pragma unroll
+        for (int k = 0; k < OUT_PER_WORD; ++k) {
+            const int item = j * OUT_PER_WORD + k;
+            const Acc x = item < run.valid
+                              ? to_acc<Acc>(held[item / IN_PER_WORD].elem[item % IN_PER_WORD])
+                              : Op::template identity<Acc>();
+            const bool start = (run.starts >> item) & 1;
+            running.value = start ? x : Op::combine(running.value, x);
+            running.start |= start;
+            result.elem[k] = to_acc<Out>(running.start ? running.value
+                                                       : Op::combine(tile_prefix, running.value));
+        }
+        words[gk_padded_slot(tid * OUT_WORDS + j)] = result.bits;
+    }
+}
+
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
 __global__ void __launch_bounds__(BLOCK, gk_blocked_min_blocks<In>())
 scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
@@ -696,46 +793,13 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     gk_stage_tile<In, BLOCK, IN_WORDS>(in, in_words, base, total, n, inner, tid);
     __syncthreads();
 
-    // This thread's run: elements first .. first + ITEMS - 1 of the scan sequence, `valid` of
-    // them before its end, `starts` those that begin a row (first % n == 0, then every n).
-    const i64 first = base + (i64)tid * ITEMS;
-    const int valid = first >= total ? 0 : (total - first < ITEMS ? (int)(total - first) : ITEMS);
-    unsigned starts = 0;
-    if (valid > 0) {
-        const i64 position = rows == 1 ? first : first % n;
-        for (i64 k = position == 0 ? 0 : n - position; k < valid; k += n) starts |= 1u << k;
-    }
-    Segment run = gk_segment_identity<Op, Acc>();
-#pragma unroll
-    for (int j = 0; j < IN_WORDS; ++j) {
-        gk_scan_word<In> word;
-        word.bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
-#pragma unroll
-        for (int k = 0; k < IN_PER_WORD; ++k) {
-            const int item = j * IN_PER_WORD + k;
-            if (item < valid) {
-                const Acc x = to_acc<Acc>(word.elem[k]);
-                run.value = (starts >> item) & 1 ? x : Op::combine(run.value, x);
-            }
-        }
-    }
-    run.start = starts != 0;
-
-    // The runs' totals scanned across the warp, then the warps' totals in order: each run's
-    // prefix within the tile, and the tile's aggregate.
-    const Segment inclusive = gk_warp_scan<Op>(run);
-    Segment before;
-    before.value = gk_shfl_up(inclusive.value, 1);
-    before.start = __shfl_up_sync(0xffffffffu, inclusive.start, 1);
-    if (lane == 31) warp_totals[warp] = inclusive;
+    // This thread's run; the runs' totals scanned across the warp, then the warps' totals in
+    // order: each run's prefix within the tile, and the tile's aggregate.
+    const gk_run run = gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
+    const Segment before = gk_run_scan<Op, In, Acc, IN_WORDS>(in_words, run, warp_totals, tid);
     __syncthreads();
-    Segment running = gk_segment_identity<Op, Acc>(), aggregate = running;
-    for (int v = 0; v < WARPS; ++v) {
-        const Segment t = warp_totals[v];
-        if (v < warp) running = gk_segment_combine<Op>(running, t);
-        aggregate = gk_segment_combine<Op>(aggregate, t);
-    }
-    if (lane > 0) running = gk_segment_combine<Op>(running, before);
+    Segment running, aggregate;
+    gk_tile_scan<Op, Acc, WARPS>(warp_totals, before, tid, running, aggregate);
 
     // Publish the aggregate; the tile's exclusive prefix if its first element continues a row
     // begun in earlier tiles (and Q of its group, if it is the group's last tile).
@@ -760,22 +824,8 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 #pragma unroll
     for (int j = 0; j < IN_WORDS; ++j) held[j].bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
     if (sizeof(Out) > sizeof(In)) __syncthreads();
-#pragma unroll
-    for (int j = 0; j < OUT_WORDS; ++j) {
-        gk_scan_word<Out> result;
-#pragma unroll
-        for (int k = 0; k < OUT_PER_WORD; ++k) {
-            const int item = j * OUT_PER_WORD + k;
-            const Acc x = item < valid ? to_acc<Acc>(held[item / IN_PER_WORD].elem[item % IN_PER_WORD])
-                                       : Op::template identity<Acc>();
-            const bool start = (starts >> item) & 1;
-            running.value = start ? x : Op::combine(running.value, x);
-            running.start |= start;
-            result.elem[k] = to_acc<Out>(running.start ? running.value
-                                                       : Op::combine(tile_prefix, running.value));
-        }
-        buffer[gk_padded_slot(tid * OUT_WORDS + j)] = result.bits;
-    }
+    gk_write_run<Op, In, Acc, Out, IN_WORDS, OUT_WORDS>(buffer, held, run, running, tile_prefix,
+                                                        tid);
     __syncthreads();
     gk_store_tile<Out, BLOCK, OUT_WORDS>(buffer, out, base, total, n, inner, tid);
     gk_finish_launch(control, epoch);
@@ -908,44 +958,12 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             const i64 base = tile * TILE;
             gk_stage_tile<In, BLOCK, IN_WORDS>(in, in_words, base, total, n, inner, tid);
             gk_bar_sync(DATA, BLOCK);
-            const i64 first = base + (i64)tid * ITEMS;
-            const int valid =
-                first >= total ? 0 : (total - first < ITEMS ? (int)(total - first) : ITEMS);
-            unsigned starts = 0;
-            if (valid > 0) {
-                const i64 position = rows == 1 ? first : first % n;
-                for (i64 k = position == 0 ? 0 : n - position; k < valid; k += n) {
-                    starts |= 1u << k;
-                }
-            }
-            Segment run = gk_segment_identity<Op, Acc>();
-#pragma unroll
-            for (int j = 0; j < IN_WORDS; ++j) {
-                gk_scan_word<In> word;
-                word.bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
-#pragma unroll
-                for (int k = 0; k < IN_PER_WORD; ++k) {
-                    const int item = j * IN_PER_WORD + k;
-                    if (item < valid) {
-                        const Acc x = to_acc<Acc>(word.elem[k]);
-                        run.value = (starts >> item) & 1 ? x : Op::combine(run.value, x);
-                    }
-                }
-            }
-            run.start = starts != 0;
-            const Segment inclusive = gk_warp_scan<Op>(run);
-            Segment before;
-            before.value = gk_shfl_up(inclusive.value, 1);
-            before.start = __shfl_up_sync(0xffffffffu, inclusive.start, 1);
-            if (lane == 31) warp_totals[warp] = inclusive;
+            const gk_run run = gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
+            const Segment before =
+                gk_run_scan<Op, In, Acc, IN_WORDS>(in_words, run, warp_totals, tid);
             gk_bar_sync(DATA, BLOCK);
-            Segment running = gk_segment_identity<Op, Acc>(), aggregate = running;
-            for (int v = 0; v < WARPS; ++v) {
-                const Segment t = warp_totals[v];
-                if (v < warp) running = gk_segment_combine<Op>(running, t);
-                aggregate = gk_segment_combine<Op>(aggregate, t);
-            }
-            if (lane > 0) running = gk_segment_combine<Op>(running, before);
+            Segment running, aggregate;
+            gk_tile_scan<Op, Acc, WARPS>(warp_totals, before, tid, running, aggregate);
             run_value[r & 1][tid] = running.value;
             run_start[r & 1][tid] = (unsigned char)running.start;
             if (tid == 0) {
@@ -962,16 +980,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             const bool continues = base % n != 0;
             gk_bar_sync(PREFIX + p, THREADS);
             const Acc tile_prefix = continues ? prefix_shared[p] : Op::template identity<Acc>();
-            const i64 first = base + (i64)tid * ITEMS;
-            const int valid =
-                first >= total ? 0 : (total - first < ITEMS ? (int)(total - first) : ITEMS);
-            unsigned starts = 0;
-            if (valid > 0) {
-                const i64 position = rows == 1 ? first : first % n;
-                for (i64 k = position == 0 ? 0 : n - position; k < valid; k += n) {
-                    starts |= 1u << k;
-                }
-            }
+            const gk_run run = gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
             Segment running;
             running.value = run_value[p][tid];
             running.start = run_start[p][tid];
@@ -981,23 +990,8 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                 held[j].bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
             }
             if (sizeof(Out) > sizeof(In)) gk_bar_sync(DATA, BLOCK);
-#pragma unroll
-            for (int j = 0; j < OUT_WORDS; ++j) {
-                gk_scan_word<Out> result;
-#pragma unroll
-                for (int k = 0; k < OUT_PER_WORD; ++k) {
-                    const int item = j * OUT_PER_WORD + k;
-                    const Acc x = item < valid ? to_acc<Acc>(held[item / IN_PER_WORD]
-                                                                 .elem[item % IN_PER_WORD])
-                                               : Op::template identity<Acc>();
-                    const bool start = (starts >> item) & 1;
-                    running.value = start ? x : Op::combine(running.value, x);
-                    running.start |= start;
-                    result.elem[k] = to_acc<Out>(
-                        running.start ? running.value : Op::combine(tile_prefix, running.value));
-                }
-                words[gk_padded_slot(tid * OUT_WORDS + j)] = result.bits;
-            }
+            gk_write_run<Op, In, Acc, Out, IN_WORDS, OUT_WORDS>(words, held, run, running,
+                                                                tile_prefix, tid);
             gk_bar_sync(DATA, BLOCK);
             gk_store_tile<Out, BLOCK, OUT_WORDS>(words, out, base, total, n, inner, tid);
         }
