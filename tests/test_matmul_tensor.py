@@ -274,12 +274,33 @@ TF32_TILE_CASES = [
 ]
 
 
+def hopper_operands(shapes, dtype, rng):
+    """Random host operands of ``shapes``, their device copies, and a poisoned result."""
+    a = reference.random_array(shapes[0], dtype, rng)
+    b = reference.random_array(shapes[1], dtype, rng)
+    return a, b, cupy.asarray(a), cupy.asarray(b), poisoned(numpy.matmul(a, b).shape, dtype)
+
+
+def skip_unless_hopper(method):
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip(f"{method} runs on compute capability 9.0 only")
+
+
+def assert_right_and_repeatable(got, out, operands, method, context, precision="highest"):
+    """``got`` is ``out``, close to the product of the host operands, and a second call (into a
+    fresh result) gives the same bytes. ``operands`` is (a, b, da, db), host then device."""
+    a, b, da, db = operands
+    assert got is out
+    assert_tensor_close(got, a, b, tf32=precision == "tf32", context=context)
+    again = gk.matmul(da, db, method=method, precision=precision)
+    assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
+
+
 @pytest.mark.parametrize("case", ["b-as-is", "b-transposed-view", "unaligned-out"])
 @pytest.mark.parametrize(("method", "shapes", "tile"), TF32_TILE_CASES,
                          ids=[f"{m}-{pair_id(s)}" for m, s, _ in TF32_TILE_CASES])
 def test_tf32_tiles_read_b_as_it_is(method, shapes, tile, case, rng):
-    if int(cupy.cuda.Device().compute_capability) != 90:
-        pytest.skip(f"{method} runs on compute capability 9.0 only")
+    skip_unless_hopper(method)
     float32 = numpy.dtype(numpy.float32)
     a = reference.random_array(shapes[0], float32, rng)
     b = reference.random_array(shapes[1], float32, rng)
@@ -300,17 +321,8 @@ def test_tf32_tiles_read_b_as_it_is(method, shapes, tile, case, rng):
         assert names[-1].startswith("matmul_split_k_sum<"), names
     if case != "b-transposed-view":  # no transpose of B
         assert len(launches) == (2 if method == "split_k" else 1), names
-    assert got is out
-    assert_tensor_close(got, a, b, tf32=True, context=f"{method} {case} {pair_id(shapes)}")
-    again = gk.matmul(da, db, method=method, precision="tf32")
-    assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
-
-
-def hopper_operands(shapes, dtype, rng):
-    """Random host operands of ``shapes``, their device copies, and a poisoned result."""
-    a = reference.random_array(shapes[0], dtype, rng)
-    b = reference.random_array(shapes[1], dtype, rng)
-    return a, b, cupy.asarray(a), cupy.asarray(b), poisoned(numpy.matmul(a, b).shape, dtype)
+    assert_right_and_repeatable(got, out, (a, b, da, db), method,
+                                f"{method} {case} {pair_id(shapes)}", precision="tf32")
 
 
 #: (method, shapes) where the 16-bit types take the 128 x 192 tile: wgmma where its waves cost
@@ -326,8 +338,7 @@ MID_TILE_CASES = [("wgmma", ((700, 200), (200, 3000))), ("wgmma", ((2, 260, 1000
 @pytest.mark.parametrize(("method", "shapes"), MID_TILE_CASES,
                          ids=[f"{m}-{pair_id(s)}" for m, s in MID_TILE_CASES])
 def test_16_bit_types_take_the_mid_tile(method, shapes, kind, rng):
-    if int(cupy.cuda.Device().compute_capability) != 90:
-        pytest.skip(f"{method} runs on compute capability 9.0 only")
+    skip_unless_hopper(method)
     dtype, _ = KINDS[kind]
     a, b, da, db, out = hopper_operands(shapes, dtype, rng)
     with record_launches() as launches:
@@ -341,10 +352,7 @@ def test_16_bit_types_take_the_mid_tile(method, shapes, kind, rng):
         with record_launches() as auto_launches:
             gk.matmul(da, db)
         assert [launch.instance for launch in auto_launches] == names
-    assert got is out
-    assert_tensor_close(got, a, b, tf32=False, context=f"{method} {pair_id(shapes)}")
-    again = gk.matmul(da, db, method=method)
-    assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
+    assert_right_and_repeatable(got, out, (a, b, da, db), method, f"{method} {pair_id(shapes)}")
 
 
 # Products of more tiles than the device has SMs: wgmma's 16-bit blocks then walk several tiles
@@ -360,8 +368,7 @@ PERSISTENT_SHAPES = [((2200, 100), (100, 4504)), ((2, 1500, 70), (2, 70, 3000)),
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shapes", PERSISTENT_SHAPES, ids=pair_id)
 def test_wgmma_blocks_walk_several_tiles(shapes, kind, rng):
-    if int(cupy.cuda.Device().compute_capability) != 90:
-        pytest.skip("wgmma runs on compute capability 9.0 only")
+    skip_unless_hopper("wgmma")
     dtype, _ = KINDS[kind]
     a, b, da, db, out = hopper_operands(shapes, dtype, rng)
     with record_launches() as launches:
@@ -375,10 +382,7 @@ def test_wgmma_blocks_walk_several_tiles(shapes, kind, rng):
         assert launch.grid[0] == sms < tiles, (launch.instance, launch.grid, tiles)
     else:
         assert launch.grid[0] == tiles > sms, (launch.instance, launch.grid, tiles)
-    assert got is out
-    assert_tensor_close(got, a, b, tf32=False, context=f"wgmma {pair_id(shapes)}")
-    again = gk.matmul(da, db, method="wgmma")
-    assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
+    assert_right_and_repeatable(got, out, (a, b, da, db), "wgmma", f"wgmma {pair_id(shapes)}")
 
 
 # --- split_k ----------------------------------------------------------------------------------------
@@ -390,8 +394,7 @@ SPLIT_SHAPES = [((128, 8192), (8192, 64)), ((3, 100, 3000), (3000, 70)), ((64, 5
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("shapes", SPLIT_SHAPES, ids=pair_id)
 def test_split_k_sums_its_slices_in_one_order(shapes, kind, rng):
-    if int(cupy.cuda.Device().compute_capability) != 90:
-        pytest.skip("split_k runs on compute capability 9.0 only")
+    skip_unless_hopper("split_k")
     dtype, precision = KINDS[kind]
     a, b, da, db, out = hopper_operands(shapes, dtype, rng)
     with record_launches() as launches:
@@ -399,7 +402,5 @@ def test_split_k_sums_its_slices_in_one_order(shapes, kind, rng):
     names = [launch.instance.split("<")[0] for launch in launches]
     assert names[-2:] == ["matmul_split_k", "matmul_split_k_sum"], names
     assert launches[-2].grid[2] > 1  # K really is split
-    assert got is out
-    assert_tensor_close(got, a, b, tf32=kind == "tf32", context=f"split_k {pair_id(shapes)}")
-    again = gk.matmul(da, db, method="split_k", precision=precision)
-    assert cupy.asnumpy(again).tobytes() == cupy.asnumpy(got).tobytes()
+    assert_right_and_repeatable(got, out, (a, b, da, db), "split_k", f"split_k {pair_id(shapes)}",
+                                precision=precision)
