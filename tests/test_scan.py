@@ -240,15 +240,23 @@ def test_blocked_keeps_its_blocks_per_sm(dtype):
 def test_pipelined_keeps_its_blocks_per_sm(dtype):
     # scan.cu caps pipelined's registers so that four blocks of 256 data threads and a
     # look-back warp share an SM where the input is at most 4 bytes wide, three where it is
-    # wider; its two tile buffers and static arrays fit the block's shared memory
+    # wider; its two tile buffers and static arrays fit the block's shared memory, and on an
+    # SM of 228 KiB (sm_90) that many blocks run, but three where the outputs are 8 bytes or
+    # wider (two buffers of 36 KiB each)
     device = cupy.cuda.Device()
     dtype = numpy.dtype(dtype)
     blocks = 3 if dtype.itemsize >= 8 else 4
-    kernel = rungs.SOURCE.function(rungs._pipelined_instance("SumOp", dtype))
+    instance = rungs._pipelined_instance("SumOp", dtype)
+    kernel = rungs.SOURCE.function(instance)
     registers = device.attributes["MaxRegistersPerMultiprocessor"]
     assert blocks * rungs.PIPELINED_THREADS * kernel.num_regs <= registers, kernel.num_regs
     shared = kernel.shared_size_bytes + rungs.pipelined_shared_bytes(dtype)
     assert shared <= device.attributes["MaxSharedMemoryPerBlockOptin"]
+    if int(device.compute_capability) == 90:
+        wide = rungs.accumulator(dtype)[1].itemsize >= 8
+        resident = rungs.device_resident(instance, rungs.PIPELINED_THREADS,
+                                         rungs.pipelined_shared_bytes(dtype))
+        assert resident == (3 if wide else blocks) * device.attributes["MultiProcessorCount"]
 
 
 @pytest.mark.gpu

@@ -604,6 +604,16 @@ union gk_scan_word {
 
 __device__ __forceinline__ int gk_padded_slot(int word) { return word + (word >> 3); }
 
+// The padding words of such a tile (slots 9m + 8, which no word of the tile takes), as one T a
+// data thread: where pipelined keeps each thread's prefix between the round that scans its tile
+// and the round that finishes it (no static array for it, so that three blocks of 8-byte
+// outputs fit an H100's SM, not two).
+template <typename T>
+__device__ __forceinline__ T* gk_padding_value(uint4* words, int tid) {
+    constexpr int PER_WORD = (int)(16 / sizeof(T));
+    return reinterpret_cast<T*>(words + (tid / PER_WORD) * 9 + 8) + tid % PER_WORD;
+}
+
 // A tile's input, elements [base, base + BLOCK * WORDS * per-word) of the scan sequence (those
 // before `total`), staged in `words` (padded slots): word i = w * BLOCK + tid, 16 bytes at a time
 // where the input is contiguous (inner == 1) and aligned, so every load instruction of a warp
@@ -841,11 +851,12 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // once, and then finish the tile of the round before, whose prefix a warp of its own (the
 // look-back warp) has been looking back for since that tile was claimed. So a tile's
 // look-back has a whole round to finish, and no tile's aggregate waits for any prefix. Two
-// tile buffers per block (dynamic shared memory), each laid out as blocked's. The look-back
-// warp and the data warps meet only on named barriers, alternating by the round's parity so
-// that neither runs two rounds ahead: CLAIM (the next tile's number is known) and PREFIX (a
-// tile's prefix is in); a group's last tile takes its own aggregate as the tiles after it do,
-// from its published flag and value. Tried and not kept (benchmarks/NOTES.md, item 137): a
+// tile buffers per block (dynamic shared memory), each laid out as blocked's; each data
+// thread's prefix within a tile waits for the next round in that tile's padding words. The
+// look-back warp and the data warps meet only on named barriers, alternating by the round's
+// parity so that neither runs two rounds ahead: CLAIM (the next tile's number is known) and
+// PREFIX (a tile's prefix is in); a group's last tile takes its own aggregate as the tiles
+// after it do, from its published flag and value. Tried and not kept (benchmarks/NOTES.md, item 137): a
 // look-back warp in blocked alone (0.55 -> 0.54), three buffers fed by cp.async (three blocks
 // an SM: 0.48), five blocks an SM (0.61: spills at 40 registers).
 // H100, per call, of a device copy (blocked in the same run): 2^28 float32 0.70 (0.50;
@@ -856,7 +867,7 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
 // look-back spill 270-350 bytes at 56 and 56-100 at 72 (their two tiles of 8-byte outputs,
-// 72 KiB, allow two blocks on an H100 in any case). The rung runs on sm_80 and newer; compiled
+// 72 KiB, allow three blocks on an H100 in any case). The rung runs on sm_80 and newer; compiled
 // for sm_75, whose SMs hold 1024 threads, three.
 template <typename In>
 __host__ __device__ constexpr int gk_pipelined_min_blocks() {
@@ -888,6 +899,8 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     static_assert(ITEMS % IN_PER_WORD == 0 && ITEMS % OUT_PER_WORD == 0 && ITEMS <= 32,
                   "runs of whole words, starts in one 32-bit mask");
     static_assert(BLOCK % 32 == 0 && sizeof(Out) >= sizeof(In), "whole warps; outputs as wide");
+    static_assert(sizeof(Acc) <= 2 * OUT_WORDS && 16 % sizeof(Acc) == 0,
+                  "a tile's padding words hold each data thread's prefix");
     constexpr int IN_SLOTS = BLOCK * IN_WORDS + BLOCK * IN_WORDS / 8;
     constexpr int OUT_SLOTS = BLOCK * OUT_WORDS + BLOCK * OUT_WORDS / 8;
     constexpr unsigned THREADS = BLOCK + 32;
@@ -898,8 +911,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     __shared__ i64 tile_shared[4];  // round r's tile at r % 4
     __shared__ u64 epoch_shared;
     __shared__ Acc prefix_shared[2];
-    __shared__ Acc run_value[2][BLOCK];  // each thread's prefix within its tile
-    __shared__ unsigned char run_start[2][BLOCK];
+    __shared__ unsigned run_starts[2][WARPS];  // whether each thread's prefix starts a row
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const i64 total = n * rows;
@@ -964,8 +976,9 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             gk_bar_sync(DATA, BLOCK);
             Segment running, aggregate;
             gk_tile_scan<Op, Acc, WARPS>(warp_totals, before, tid, running, aggregate);
-            run_value[r & 1][tid] = running.value;
-            run_start[r & 1][tid] = (unsigned char)running.start;
+            *gk_padding_value<Acc>(words, tid) = running.value;  // until the tile is finished
+            const unsigned starts = __ballot_sync(0xffffffffu, running.start);
+            if (lane == 0) run_starts[r & 1][warp] = starts;
             if (tid == 0) {
                 gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
                            epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
@@ -982,8 +995,8 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             const Acc tile_prefix = continues ? prefix_shared[p] : Op::template identity<Acc>();
             const gk_run run = gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
             Segment running;
-            running.value = run_value[p][tid];
-            running.start = run_start[p][tid];
+            running.value = *gk_padding_value<Acc>(words, tid);
+            running.start = (run_starts[p][warp] >> lane) & 1;
             gk_scan_word<In> held[IN_WORDS];
 #pragma unroll
             for (int j = 0; j < IN_WORDS; ++j) {
