@@ -604,9 +604,10 @@ union gk_scan_word {
 
 __device__ __forceinline__ int gk_padded_slot(int word) { return word + (word >> 3); }
 
-// The padding words of such a tile (slots 9m + 8, which no word of the tile takes), as one T a
-// data thread: where pipelined keeps each thread's prefix between the round that scans its tile
-// and the round that finishes it (no static array for it, so that three blocks of 8-byte
+// The padding words of such a tile (slots 9m + 8, which no word of the tile takes; an input
+// staged at the buffer's end starts a multiple of nine slots in, so it leaves them too), as one
+// T a data thread: where pipelined keeps each thread's prefix between the round that scans its
+// tile and the round that finishes it (no static array for it, so that three blocks of 8-byte
 // outputs fit an H100's SM, not two).
 template <typename T>
 __device__ __forceinline__ T* gk_padding_value(uint4* words, int tid) {
@@ -856,9 +857,9 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // look-back warp and the data warps meet only on named barriers, alternating by the round's
 // parity so that neither runs two rounds ahead: CLAIM (the next tile's number is known) and
 // PREFIX (a tile's prefix is in); a group's last tile takes its own aggregate as the tiles
-// after it do, from its published flag and value. Tried and not kept (benchmarks/NOTES.md, item 137): a
-// look-back warp in blocked alone (0.55 -> 0.54), three buffers fed by cp.async (three blocks
-// an SM: 0.48), five blocks an SM (0.61: spills at 40 registers).
+// after it do, from its published flag and value. Tried and not kept (benchmarks/NOTES.md,
+// item 137): a look-back warp in blocked alone (0.55 -> 0.54), three buffers fed by cp.async
+// (three blocks an SM: 0.48), five blocks an SM (0.61: spills at 40 registers).
 // H100, per call, of a device copy (blocked in the same run; NOTES 138): 2^28 float32 0.69
 // (0.50; torch.cumsum 0.70), float16 0.49 (0.38), int32 0.72 (0.63), int16 0.66 (0.59), int8
 // 0.62 (0.55), 2^27 float64 0.75-0.77 (0.69); (8192, 8192) along axis 1 0.73-0.74 (0.63);
