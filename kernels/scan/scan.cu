@@ -661,6 +661,17 @@ __device__ __forceinline__ void gk_store_tile(const uint4* words, Out* __restric
     }
 }
 
+// The blocks per SM that a rung's registers are capped for (its __launch_bounds__ minimum):
+// NARROW for inputs of up to 4 bytes, WIDE for wider ones, SM75 when compiled for sm_75.
+template <typename In, int NARROW, int WIDE, int SM75>
+__host__ __device__ constexpr int gk_min_blocks() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    return SM75;
+#else
+    return sizeof(In) >= 8 ? WIDE : NARROW;
+#endif
+}
+
 // blocked's blocks per SM: its registers are capped so that this many fit (its shared memory,
 // at most 37 KB a block, allows six for every dtype). Six (40 registers a thread) for inputs
 // of up to 4 bytes; four (64) for wider ones, whose runs spill at 40 (256 MB of float64 per
@@ -668,11 +679,7 @@ __device__ __forceinline__ void gk_store_tile(const uint4* words, Out* __restric
 // item 133). sm_75 runs at most 1024 threads per SM: four.
 template <typename In>
 __host__ __device__ constexpr int gk_blocked_min_blocks() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-    return 4;
-#else
-    return sizeof(In) >= 8 ? 4 : 6;
-#endif
+    return gk_min_blocks<In, 6, 4, 4>();
 }
 
 // A data thread's run: elements first .. first + ITEMS - 1 of the scan sequence, `valid` of them
@@ -867,16 +874,13 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // ---------------------------------------------------------------------------------------------
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
-// look-back spill 270-350 bytes at 56 and 56-100 at 72 (their two tiles of 8-byte outputs,
-// 72 KiB, allow three blocks on an H100 in any case). The rung runs on sm_80 and newer; compiled
-// for sm_75, whose SMs hold 1024 threads, three.
+// look-back spill 270-350 bytes at 56 and 56-100 at 72. Two tile buffers of 8-byte outputs
+// (72 KiB) allow three blocks on an H100 in any case, so integers summed into int64 run three
+// there too, under the register cap of four. The rung runs on sm_80 and newer; compiled for
+// sm_75, whose SMs hold 1024 threads, three.
 template <typename In>
 __host__ __device__ constexpr int gk_pipelined_min_blocks() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-    return 3;
-#else
-    return sizeof(In) >= 8 ? 3 : 4;
-#endif
+    return gk_min_blocks<In, 4, 3, 3>();
 }
 
 // A barrier of `count` threads (a multiple of 32) on barrier `id`, and an arrival at one that
