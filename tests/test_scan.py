@@ -133,7 +133,7 @@ def test_choose_sends_other_axes_to_columns():
 
 def test_pipelined_grid_is_the_resident_blocks_at_most():
     f32 = numpy.dtype("float32")
-    tiles = 1000 * 10**4 // (rungs.LOOK_BACK_BLOCK * rungs.look_back_items(f32)) + 1
+    tiles = 1000 * 10**4 // (rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(f32)) + 1
     for resident, grid in ((None, tiles), (lambda *_: 7, 7), (lambda *_: 10**6, tiles)):
         step = rungs.plan_pipelined(rungs.Problem("SumOp", f32, 1000, 10**4, 1, 90,
                                                   resident)).steps[0]
@@ -260,7 +260,7 @@ def test_pipelined_keeps_its_blocks_per_sm(dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["float32", "int32", "int8", "float64", "complex128"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "float64", "complex128"])
 def test_pipelined_blocks_take_many_tiles_each(dtype, rng, monkeypatch):
     # a grid of three blocks: each takes dozens of tiles, two in flight, so every buffer and
     # barrier of the ring is reused many times; rows long and short, a partial last tile

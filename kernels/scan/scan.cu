@@ -867,10 +867,12 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // after it do, from its published flag and value. Tried and not kept (benchmarks/NOTES.md,
 // item 137): a look-back warp in blocked alone (0.55 -> 0.54), three buffers fed by cp.async
 // (three blocks an SM: 0.48), five blocks an SM (0.61: spills at 40 registers).
+// float16 tiles take 32 elements a thread, not blocked's 16: as many bytes as float32's, so the
+// look-back and the barriers cost half as much per byte (2^28: 0.48 -> 0.68-0.70; NOTES 139).
 // H100, per call, of a device copy (blocked in the same run; NOTES 138): 2^28 float32 0.69
-// (0.50; torch.cumsum 0.70), float16 0.49 (0.38), int32 0.72 (0.63), int16 0.66 (0.59), int8
-// 0.62 (0.55), 2^27 float64 0.75-0.77 (0.69); (8192, 8192) along axis 1 0.73-0.74 (0.63);
-// (2^20, 16) along axis 1 0.71-0.76 (0.73).
+// (0.50; torch.cumsum 0.70), int32 0.72 (0.63), int16 0.66 (0.59), int8 0.62 (0.55), 2^27
+// float64 0.75-0.77 (0.69); (8192, 8192) along axis 1 0.73-0.74 (0.63); (2^20, 16) along
+// axis 1 0.71-0.76 (0.73).
 // ---------------------------------------------------------------------------------------------
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and

@@ -251,17 +251,24 @@ PIPELINED_CAPABILITY = 80  # two tiles of 8-byte outputs pass sm_75's 64 KiB a b
 PIPELINED_BUFFERS = 2  # tile buffers a block (scan.cu: round r's tile in buffer r % 2)
 
 
+def pipelined_items(dtype: numpy.dtype) -> int:
+    """Elements per data thread: blocked's, but 32 for float16 (whose outputs are float16 too),
+    so that a tile holds as many bytes as float32's and its look-back and barriers cost half as
+    much per byte."""
+    return 32 if dtype == numpy.float16 else look_back_items(dtype)
+
+
 def pipelined_shared_bytes(dtype: numpy.dtype) -> int:
     """pipelined's PIPELINED_BUFFERS tile buffers (dynamic shared memory), each laid out as
     blocked's: the tile's outputs in 16-byte words with a word of padding after every eight."""
-    words = LOOK_BACK_BLOCK * look_back_items(dtype) * accumulator(dtype)[1].itemsize // 16
+    words = LOOK_BACK_BLOCK * pipelined_items(dtype) * accumulator(dtype)[1].itemsize // 16
     return PIPELINED_BUFFERS * 16 * (words + words // 8)
 
 
 def _pipelined_instance(op: str, read: numpy.dtype) -> str:
     acc, out = accumulator(read)
     return (f"scan_pipelined<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {LOOK_BACK_BLOCK}, "
-            f"{look_back_items(read)}>")
+            f"{pipelined_items(read)}>")
 
 
 def device_resident(instance: str, threads: int, shared: int) -> int:
@@ -279,7 +286,7 @@ def plan_pipelined(p: Problem) -> Plan:
         raise ValueError(f"the scan rung 'pipelined' needs compute capability "
                          f"{PIPELINED_CAPABILITY / 10:.1f} (two tiles of shared memory a block); "
                          f"this GPU has {p.capability / 10:.1f}: use 'blocked' or 'auto'")
-    tiles = ceil_div(p.n * p.rows, LOOK_BACK_BLOCK * look_back_items(p.dtype))
+    tiles = ceil_div(p.n * p.rows, LOOK_BACK_BLOCK * pipelined_items(p.dtype))
     capacity = capacity_for(tiles)
     instance = _pipelined_instance(p.op, p.dtype)
     shared = pipelined_shared_bytes(p.dtype)
