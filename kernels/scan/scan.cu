@@ -1044,7 +1044,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // Narrow arrays (inner a power of two up to 32: instances with NARROW) take another path,
 // gk_columns_narrow below: their rows are short, so a tile of consecutive whole rows is
 // contiguous memory.
-// Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.41
+// Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.52-0.54
 // (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.48 (0.123 ms) on the narrow path with
 // 16 x 24 tiles and one look-back per tile (0.30 with blocked's 8 x 16 and a look-back per
 // column, 0.08 before the narrow path, half the lanes idle; cupy.cumsum 0.04, torch.cumsum
@@ -1263,8 +1263,25 @@ __device__ __forceinline__ void gk_columns_narrow(
 // threads in all fit (64 registers a thread).
 constexpr int NARROW_THREADS_PER_SM = 1024;
 
+// The wide path's blocks per SM (of 256 threads) that its registers are capped for, by
+// accumulator. Three for 8-byte floating ones (float32 and float64 inputs, complex64): 80
+// registers, with 8-16 bytes of spills, where uncapped they took 90-95 and ran two blocks
+// ((8192, 8192) float32 along axis 0 0.43 -> 0.52-0.54 of a copy, float64 0.76 -> 0.89-0.90;
+// NOTES 139). Two for complex128 (128 registers, not 148 and one block). Integer (u64) and
+// float (float16 input) accumulators uncapped: 64-80 registers, three or four blocks already
+// (a cap of three took float16 from four blocks to three, 0.46 -> 0.39-0.42).
+template <typename Acc>
+__host__ __device__ constexpr int gk_columns_wide_min_blocks() {
+    return sizeof(Acc) > 8 ? 2 : (sizeof(Acc) == 8 ? 3 : 0);
+}
+template <>
+__host__ __device__ constexpr int gk_columns_wide_min_blocks<u64>() {
+    return 0;
+}
+
 template <typename Op, typename In, typename Acc, typename Out, int WARPS, int ROWS, bool NARROW>
-__global__ void __launch_bounds__(WARPS * 32, NARROW ? NARROW_THREADS_PER_SM / (WARPS * 32) : 0)
+__global__ void __launch_bounds__(WARPS * 32, NARROW ? NARROW_THREADS_PER_SM / (WARPS * 32)
+                                                     : gk_columns_wide_min_blocks<Acc>())
 scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
              u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
              i64 capacity) {
