@@ -324,6 +324,32 @@ def test_narrow_column_scans_of_every_dtype(operation, dtype, inner, rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "float32", "float16", "float64",
+                                   "complex128"])
+def test_wide_column_scans_on_both_look_backs(operation, dtype, rng):
+    # columns' wide path: fewer than COLUMNS_GROUPED_CHUNKS chunks of 32 columns look back by
+    # groups of 32 tiles along each column's chain ((20011, 3): 157 row tiles, five groups;
+    # (3, 9001, 24) along axis 1: a chain per leading index; 224 columns: seven chunks), more
+    # walk back a tile at a time (230 columns: eight chunks; 1100: 35); outputs poisoned, so
+    # an element left unwritten shows, and a second call gives the same bits
+    dtype = numpy.dtype(dtype)
+    assert -(-224 // 32) < rungs.COLUMNS_GROUPED_CHUNKS <= -(-230 // 32)
+    for shape, axis in (((20011, 3), 0), ((3, 9001, 24), 1), ((4500, 224), 0), ((4500, 230), 0),
+                        ((700, 1100), 0)):
+        x = _data(operation, shape, dtype, rng, shape[axis])
+        out = poisoned(shape, reduction_result_dtype(operation, dtype, None))
+        with record_launches() as launches:
+            got = getattr(gk, operation)(cupy.asarray(x), axis=axis, method="columns", out=out)
+        grouped = -(-shape[-1] // 32) < rungs.COLUMNS_GROUPED_CHUNKS
+        assert [launch.instance for launch in launches] == [
+            rungs._columns_instance(rungs.OPERATORS[operation], dtype, False, grouped)]
+        _compare(got, x, operation, axis=axis)
+        again = getattr(gk, operation)(cupy.asarray(x), axis=axis, method="columns")
+        assert bool((again.view(numpy.uint8) == got.view(numpy.uint8)).all())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_dtype_requests(operation, dtype, rng):
     import warnings

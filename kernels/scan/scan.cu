@@ -1040,7 +1040,10 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // tile's predecessor in its column is `chunks` tiles before it: claimed that much earlier, it
 // has usually published its inclusive prefix already when there are many chunks (numbered row
 // tile fastest, each tile waited on the one claimed just before it: (8192, 8192) along axis 0
-// 0.24 -> 0.41 of a copy, benchmarks/NOTES.md, item 67). Columns past inner idle.
+// 0.24 -> 0.41 of a copy, benchmarks/NOTES.md, item 67). With fewer chunks (the host's
+// COLUMNS_GROUPED_CHUNKS) that predecessor is still running, and instances with GROUPED take
+// look_back's groups along each column instead (gk_columns_group_look_back). Columns past inner
+// idle.
 // Narrow arrays (inner a power of two up to 32: instances with NARROW) take another path,
 // gk_columns_narrow below: their rows are short, so a tile of consecutive whole rows is
 // contiguous memory.
@@ -1263,25 +1266,117 @@ __device__ __forceinline__ void gk_columns_narrow(
 // threads in all fit (64 registers a thread).
 constexpr int NARROW_THREADS_PER_SM = 1024;
 
+// The wide path's look-back where a column's chain has few tiles between neighbours (fewer than
+// the host's COLUMNS_GROUPED_CHUNKS column chunks, instances with GROUPED; from there on a
+// tile's predecessor in its column is that many claims older and has usually published its
+// inclusive prefix, one step back, where the groups cost a dozen round trips a tile): there a tile's predecessor in its column was claimed
+// just before it and is still looking back itself, and walking back a tile at a time to the
+// nearest inclusive prefix made the chain serial ((2^20, 24) float32 along axis 0: 0.05 of a
+// copy, 183 ns a tile). This is look_back's grouped look-back along each column's chain (tiles
+// `stride` apart, `position` along it), by warp 0 whole, lane c for column c of the chunk
+// (`active` where it exists): one flag a tile (at slot tile * 32), each column's values in its
+// lane's slot; the flags of the group's tiles before this one waited for a lane each, their
+// aggregates folded left to right with eight loads in flight; Q_{g-1} from the nearest
+// published Q and the group totals after it. Returns the tile's exclusive prefix (identity at
+// position 0). Deterministic: each value is defined once, as in look_back.
+template <typename Op, typename Acc>
+__device__ Acc gk_columns_group_look_back(u64* flags, char* values, i64 capacity, i64 tile,
+                                          i64 stride, i64 position, bool active, Acc aggregate,
+                                          u64 epoch) {
+    const int lane = threadIdx.x & 31;
+    const Acc identity = Op::template identity<Acc>();
+    auto tile_at = [&](i64 p) { return tile - (position - p) * stride; };
+    const i64 group = position / 32;
+    const int index = (int)(position % 32);
+    const bool last = index == 31;
+    const u64 own = epoch * GK_EPOCH;
+    if (active) *gk_tile_aggregate<Acc>(values, tile * 32 + lane) = aggregate;
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) gk_set_flag(flags, tile * 32, own + GK_AGGREGATE);
+    // W_g(index - 1)
+    if (lane < index) gk_wait_flag(flags, tile_at(group * 32 + lane) * 32, epoch);
+    __syncwarp();
+    Acc before = identity;
+    for (int k0 = 0; k0 < index; k0 += 8) {
+        Acc w[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            w[j] = identity;
+            if (k0 + j < index && active) {
+                w[j] = gk_load_l2(gk_tile_aggregate<Acc>(
+                    values, tile_at(group * 32 + k0 + j) * 32 + lane));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            if (k0 + j < index) before = Op::combine(before, w[j]);
+        }
+    }
+    Acc through = before;
+    if (last) {  // W_g(31), the group's total
+        through = Op::combine(before, aggregate);
+        if (active) *gk_group_total<Acc>(values, capacity, tile * 32 + lane) = through;
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) gk_set_flag(flags, tile * 32, own + GK_GROUP + GK_AGGREGATE);
+    }
+    Acc q = identity;  // Q_{g-1}
+    if (group > 0) {
+        i64 found = -1;  // the nearest group with its Q published, 32 groups' flags at a time
+        for (i64 end = group; end > 0; end -= 32) {
+            const i64 m = end - 1 - lane;
+            const bool published =
+                m >= 0 && gk_has_inclusive(gk_read_flag(flags, tile_at(m * 32 + 31) * 32), epoch);
+            const unsigned mask = __ballot_sync(0xffffffffu, published);
+            if (mask != 0) {
+                found = end - __ffs(mask);
+                break;
+            }
+        }
+        if (found >= 0 && active) {
+            q = gk_load_l2(gk_tile_inclusive<Acc>(values, capacity,
+                                                  tile_at(found * 32 + 31) * 32 + lane));
+        }
+        for (i64 m = found + 1; m < group; ++m) {
+            const i64 end_tile = tile_at(m * 32 + 31);
+            gk_wait_group(flags, end_tile * 32, epoch);
+            if (active) {
+                q = Op::combine(q, gk_load_l2(gk_group_total<Acc>(values, capacity,
+                                                                  end_tile * 32 + lane)));
+            }
+        }
+    }
+    if (last) {  // Q_g
+        if (active) *gk_tile_inclusive<Acc>(values, capacity, tile * 32 + lane) =
+            Op::combine(q, through);
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) gk_set_flag(flags, tile * 32, own + GK_GROUP + GK_INCLUSIVE);
+    }
+    return Op::combine(q, before);
+}
 // The wide path's blocks per SM (of 256 threads) that its registers are capped for, by
-// accumulator. Three for 8-byte floating ones (float32 and float64 inputs, complex64): 80
-// registers, with 8-16 bytes of spills, where uncapped they took 90-95 and ran two blocks
+// accumulator. Three for 8-byte floating ones (80 registers, 8-16 bytes of spills): uncapped,
+// float32 and float64 (double accumulators) and complex64 took 90-95 and ran two blocks
 // ((8192, 8192) float32 along axis 0 0.43 -> 0.52-0.54 of a copy, float64 0.76 -> 0.89-0.90;
-// NOTES 139). Two for complex128 (128 registers, not 148 and one block). Integer (u64) and
-// float (float16 input) accumulators uncapped: 64-80 registers, three or four blocks already
-// (a cap of three took float16 from four blocks to three, 0.46 -> 0.39-0.42).
-template <typename Acc>
+// NOTES 139). Two for complex128 (128, not 148 and one block). Integer (u64) accumulators
+// uncapped (64-80 registers: three or four blocks already) where the look-back walks, three
+// where it takes groups (102-120 uncapped). float16's float accumulator uncapped: 64 registers,
+// four blocks (a cap of three took it to 75 and three blocks, 0.46 -> 0.39-0.42).
+template <typename Acc, bool GROUPED>
 __host__ __device__ constexpr int gk_columns_wide_min_blocks() {
     return sizeof(Acc) > 8 ? 2 : (sizeof(Acc) == 8 ? 3 : 0);
 }
 template <>
-__host__ __device__ constexpr int gk_columns_wide_min_blocks<u64>() {
+__host__ __device__ constexpr int gk_columns_wide_min_blocks<u64, false>() {
     return 0;
 }
 
-template <typename Op, typename In, typename Acc, typename Out, int WARPS, int ROWS, bool NARROW>
+template <typename Op, typename In, typename Acc, typename Out, int WARPS, int ROWS, bool NARROW,
+          bool GROUPED>
 __global__ void __launch_bounds__(WARPS * 32, NARROW ? NARROW_THREADS_PER_SM / (WARPS * 32)
-                                                     : gk_columns_wide_min_blocks<Acc>())
+                                                     : gk_columns_wide_min_blocks<Acc, GROUPED>())
 scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
              u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
              i64 capacity) {
@@ -1328,7 +1423,16 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     for (int v = 0; v < warp; ++v) warp_prefix = Op::combine(warp_prefix, warp_totals[v][lane]);
 
     const i64 slot = tile * 32 + lane;  // this column's flag and values
-    if (warp == 0 && active) {
+    if constexpr (GROUPED) {
+        if (warp == 0) {
+            Acc aggregate = warp_totals[0][lane];
+            for (int v = 1; v < WARPS; ++v) {
+                aggregate = Op::combine(aggregate, warp_totals[v][lane]);
+            }
+            prefix_shared[lane] = gk_columns_group_look_back<Op, Acc>(
+                flags, values, capacity, tile, chunks, row_tile, active, aggregate, epoch);
+        }
+    } else if (warp == 0 && active) {
         Acc aggregate = warp_totals[0][lane];
         for (int v = 1; v < WARPS; ++v) aggregate = Op::combine(aggregate, warp_totals[v][lane]);
         if (row_tile == 0) {

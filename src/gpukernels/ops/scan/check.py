@@ -69,8 +69,10 @@ def make_reference(operation: str) -> Callable[..., tuple]:
 
 # --- the benchmark ------------------------------------------------------------------------------
 
-#: Scans along an axis: the issue's column case, both axes of a square matrix, many short rows.
-AXIS_CASES = (((2**20, 16), 0), ((8192, 8192), 0), ((8192, 8192), 1), ((2**20, 16), 1))
+#: Scans along an axis: the issue's column case, both axes of a square matrix, many short rows,
+#: and columns that are few and not a power of two (the columns rung's grouped look-back).
+AXIS_CASES = (((2**20, 16), 0), ((8192, 8192), 0), ((8192, 8192), 1), ((2**20, 16), 1),
+              ((2**20, 24), 0))
 
 
 def _main_cases(operation: str, quick: bool) -> list:

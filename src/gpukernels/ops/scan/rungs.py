@@ -300,6 +300,9 @@ def plan_pipelined(p: Problem) -> Plan:
 
 COLUMN_WARPS = 8
 COLUMN_ROWS = 16  # rows per warp: a tile is COLUMN_WARPS x COLUMN_ROWS rows of 32 columns
+# Fewer chunks of 32 columns than this: the wide path looks back by groups of 32 tiles along each
+# column (its tiles' predecessors are still running); more: a tile at a time (scan.cu's GROUPED)
+COLUMNS_GROUPED_CHUNKS = 8
 
 
 NARROW_WARPS = 16  # the narrow path's warps per block where its tile grows by them
@@ -335,13 +338,13 @@ def narrow_geometry(dtype: numpy.dtype) -> tuple[int, int]:
     return blocked
 
 
-def _columns_instance(op: str, read: numpy.dtype, narrow: bool) -> str:
+def _columns_instance(op: str, read: numpy.dtype, narrow: bool, grouped: bool = False) -> str:
     """ROWS is the rows of its column a thread scans: COLUMN_ROWS, or on the narrow path
-    :func:`narrow_geometry`'s items."""
+    :func:`narrow_geometry`'s items. ``grouped``: the wide path's grouped look-back."""
     acc, out = accumulator(read)
     warps, rows = narrow_geometry(read) if narrow else (COLUMN_WARPS, COLUMN_ROWS)
     return (f"scan_columns<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {warps}, {rows}, "
-            f"{'true' if narrow else 'false'}>")
+            f"{'true' if narrow else 'false'}, {'true' if grouped else 'false'}>")
 
 
 def is_narrow(inner: int) -> bool:
@@ -369,11 +372,11 @@ def plan_columns(p: Problem) -> Plan:
         return Plan([Step(Launch(SOURCE, _columns_instance(p.op, p.dtype, True), (tiles, 1, 1),
                                  (32 * warps, 1, 1), narrow_shared_bytes(p.dtype)),
                           _single_pass_args(p, per_column), per_column * p.inner)])
-    tiles = (ceil_div(p.n, COLUMN_WARPS * COLUMN_ROWS) * ceil_div(p.inner, 32)
-             * (p.rows // p.inner))
+    chunks = ceil_div(p.inner, 32)
+    tiles = ceil_div(p.n, COLUMN_WARPS * COLUMN_ROWS) * chunks * (p.rows // p.inner)
     capacity = capacity_for(tiles * 32)
-    return Plan([Step(Launch(SOURCE, _columns_instance(p.op, p.dtype, False), (tiles, 1, 1),
-                             (32 * COLUMN_WARPS, 1, 1)),
+    instance = _columns_instance(p.op, p.dtype, False, chunks < COLUMNS_GROUPED_CHUNKS)
+    return Plan([Step(Launch(SOURCE, instance, (tiles, 1, 1), (32 * COLUMN_WARPS, 1, 1)),
                       _single_pass_args(p, capacity), capacity)])
 
 
@@ -453,6 +456,8 @@ LADDER = Ladder("scan", (
          "rows, each thread a run of one column, one look-back per tile for all its columns",
          SOURCE, "scan_columns",
          _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
+         + _dtype_groups("scan_columns grouped",
+                         functools.partial(_columns_instance, narrow=False, grouped=True), 12)
          + _dtype_groups("scan_columns narrow", functools.partial(_columns_instance, narrow=True),
                          3),
          plan_columns,
