@@ -240,6 +240,34 @@ def test_a_thread_whose_first_cuda_call_is_a_planned_launch(operation, rng):
     numpy.testing.assert_array_equal(got[0].get(), want)
 
 
+@pytest.mark.parametrize("operation", ["sum-axis", "cumsum"])
+def test_a_thread_whose_first_cuda_call_plans_a_new_shape(operation, rng):
+    """As above, but the shape is new to the plan cache: planning it asks the driver's occupancy
+    calculator (blocks an SM), a driver call that needs a current context, before any launch."""
+    calls = {"sum-axis": lambda x: gk.sum(x, axis=0), "cumsum": lambda x: gk.cumsum(x)}
+    call = calls[operation]
+    call(cupy.asarray(rng.random((64, 96), dtype=numpy.float32)))  # its kernels compiled here
+    data = cupy.asarray(rng.random((1237, 3001), dtype=numpy.float32))
+    cupy.cuda.Device().synchronize()
+    got, errors = [], []
+
+    def worker():
+        try:
+            got.append(call(data))
+            cupy.cuda.Device().synchronize()
+        except Exception as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    _launch.PLANS.clear()
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert not errors, errors[0]
+    host = data.get().astype(numpy.float64)
+    want = host.sum(axis=0) if operation == "sum-axis" else numpy.cumsum(host)
+    numpy.testing.assert_allclose(got[0].get(), want, rtol=1e-5, atol=1e-3)
+
+
 @pytest.mark.parametrize("label, shape, dtype, data, call, expected", STREAM_CASES,
                          ids=[c[0] for c in STREAM_CASES])
 def test_calls_on_a_non_default_stream_are_ordered_on_it(label, shape, dtype, data, call,

@@ -13,7 +13,7 @@ import array as _array
 import builtins
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -97,9 +97,9 @@ def allow_shared_memory(kernel: Any, nbytes: int) -> None:
     if entry is not None and entry[0] is kernel:
         allowed = entry[1]
     else:
-        allowed = DEFAULT_SHARED_BYTES - int(kernel.shared_size_bytes)
+        allowed = DEFAULT_SHARED_BYTES - _in_context(lambda: int(kernel.shared_size_bytes))
     if nbytes > allowed:
-        kernel.max_dynamic_shared_size_bytes = nbytes
+        _in_context(lambda: setattr(kernel, "max_dynamic_shared_size_bytes", nbytes))
         allowed = nbytes
     _DYNAMIC_SHARED_ALLOWED[id(kernel)] = (kernel, allowed)
 
@@ -116,8 +116,8 @@ def resident_blocks(source: Any, instance: str, threads: int, shared_mem: int = 
     from cupy_backends.cuda.api.driver import occupancyMaxActiveBlocksPerMultiprocessor
 
     kernel = source.function(instance)
-    return builtins.max(1, int(occupancyMaxActiveBlocksPerMultiprocessor(
-        kernel.kernel.ptr, int(threads), int(shared_mem))))
+    return builtins.max(1, int(_in_context(lambda: occupancyMaxActiveBlocksPerMultiprocessor(
+        kernel.kernel.ptr, int(threads), int(shared_mem)))))
 
 
 @dataclass(frozen=True)
@@ -405,6 +405,20 @@ def _bind_current_device() -> None:
     """Make the current device's primary context current in the calling thread."""
     runtime = _device.cupy.cuda.runtime
     runtime.setDevice(runtime.getDevice())
+
+
+def _in_context(call: Callable[[], Any]) -> Any:
+    """``call()``, a driver call made at plan time, and once more with the current device's
+    context bound where the calling thread had none yet: a Dask worker thread that plans a new
+    shape with kernels compiled elsewhere makes such a call before any of CuPy's (see
+    KernelCall.launch, which does the same for a first launch)."""
+    try:
+        return call()
+    except Exception as error:
+        if getattr(error, "status", None) != CUDA_ERROR_INVALID_CONTEXT:
+            raise
+        _bind_current_device()
+        return call()
 
 
 def _launch_kernel(*args: Any) -> None:
