@@ -123,6 +123,22 @@ def test_wide_columns_take_no_dynamic_shared_memory():
         assert step.scratch >= step.launch.grid[0]
 
 
+@pytest.mark.parametrize("inner", [3, 24, 33, 100, 224, 225, 1000])
+def test_wide_columns_look_back_by_groups_where_chunks_are_few(inner):
+    # fewer than COLUMNS_GROUPED_CHUNKS chunks of 32 columns: the grouped instances, whose
+    # scratch has a flag and values per column of every tile, as the walking ones
+    dtype = numpy.dtype("float32")
+    chunks = -(-inner // 32)
+    p = rungs.Problem("SumOp", dtype, 5000, 3 * inner, inner)
+    step = rungs.plan_columns(p).steps[0]
+    grouped = chunks < rungs.COLUMNS_GROUPED_CHUNKS
+    assert grouped == (inner <= 224)
+    assert step.launch.instance == rungs._columns_instance("SumOp", dtype, False, grouped)
+    tiles = -(-5000 // (rungs.COLUMN_WARPS * rungs.COLUMN_ROWS)) * chunks * 3
+    assert step.launch.grid == (tiles, 1, 1) and step.scratch >= tiles * 32
+    assert step.launch.instance in rungs.SOURCE.instances
+
+
 def test_choose_sends_other_axes_to_columns():
     f32 = numpy.dtype("float32")
     assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1)).name == "pipelined"
