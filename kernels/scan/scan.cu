@@ -1266,19 +1266,20 @@ __device__ __forceinline__ void gk_columns_narrow(
 // threads in all fit (64 registers a thread).
 constexpr int NARROW_THREADS_PER_SM = 1024;
 
-// The wide path's look-back where a column's chain has few tiles between neighbours (fewer than
-// the host's COLUMNS_GROUPED_CHUNKS column chunks, instances with GROUPED; from there on a
-// tile's predecessor in its column is that many claims older and has usually published its
-// inclusive prefix, one step back, where the groups cost a dozen round trips a tile): there a tile's predecessor in its column was claimed
-// just before it and is still looking back itself, and walking back a tile at a time to the
-// nearest inclusive prefix made the chain serial ((2^20, 24) float32 along axis 0: 0.05 of a
-// copy, 183 ns a tile). This is look_back's grouped look-back along each column's chain (tiles
-// `stride` apart, `position` along it), by warp 0 whole, lane c for column c of the chunk
-// (`active` where it exists): one flag a tile (at slot tile * 32), each column's values in its
-// lane's slot; the flags of the group's tiles before this one waited for a lane each, their
-// aggregates folded left to right with eight loads in flight; Q_{g-1} from the nearest
-// published Q and the group totals after it. Returns the tile's exclusive prefix (identity at
-// position 0). Deterministic: each value is defined once, as in look_back.
+// The wide path's look-back where column chunks are few (fewer than the host's
+// COLUMNS_GROUPED_CHUNKS: instances with GROUPED). There a tile's predecessor in its column was
+// claimed just before it and is still looking back itself, and walking back a tile at a time
+// to the nearest inclusive prefix made each column's chain serial ((2^20, 24) float32 along
+// axis 0: 0.05 of a copy, 183 ns a tile). With more chunks that predecessor is as many claims
+// older and has usually published its inclusive prefix: one step back, where the groups cost
+// a dozen round trips a tile. This is look_back's grouped look-back along each column's chain
+// (tiles `stride` apart, `position` along it), by warp 0 whole, lane c for column c of the
+// chunk (`active` where it exists): one flag a tile (at slot tile * 32), each column's values
+// in its lane's slot; the flags of the group's tiles before this one waited for a lane each,
+// their aggregates folded left to right with eight loads in flight; Q_{g-1} from the nearest
+// published Q (gk_nearest_q's search, over this chain's group ends) and the group totals after
+// it. Returns the tile's exclusive prefix (identity at position 0). Deterministic: each value
+// is defined once, as in look_back.
 template <typename Op, typename Acc>
 __device__ Acc gk_columns_group_look_back(u64* flags, char* values, i64 capacity, i64 tile,
                                           i64 stride, i64 position, bool active, Acc aggregate,
@@ -1356,6 +1357,7 @@ __device__ Acc gk_columns_group_look_back(u64* flags, char* values, i64 capacity
     }
     return Op::combine(q, before);
 }
+
 // The wide path's blocks per SM (of 256 threads) that its registers are capped for, by
 // accumulator. Three for 8-byte floating ones (80 registers, 8-16 bytes of spills): uncapped,
 // float32 and float64 (double accumulators) and complex64 took 90-95 and ran two blocks

@@ -452,8 +452,9 @@ LADDER = Ladder("scan", (
          plan_pipelined, Needs(capability=PIPELINED_CAPABILITY)),
     Rung("columns",
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
-         "columns, a look-back per column; narrow arrays (up to 32 columns) in tiles of whole "
-         "rows, each thread a run of one column, one look-back per tile for all its columns",
+         "columns, a look-back per column (by groups of 32 tiles where chunks of 32 columns "
+         "are few); narrow arrays (up to 32 columns) in tiles of whole rows, each thread a run "
+         "of one column, one look-back per tile for all its columns",
          SOURCE, "scan_columns",
          _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
          + _dtype_groups("scan_columns grouped",
