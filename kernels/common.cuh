@@ -33,6 +33,22 @@ template <> struct gk_word<4> { typedef unsigned int type; };
 template <> struct gk_word<8> { typedef uint2 type; };
 template <> struct gk_word<16> { typedef uint4 type; };
 
+// The word a thread moves when it transposes V x V blocks in registers (transpose_vector,
+// permute_vector): V elements as one vector word, or the element itself for V = 1 (complex128
+// arrays are only 8-byte aligned, so a lone 16-byte element is not a uint4).
+template <typename T, int V>
+struct gk_block_word { typedef typename gk_word<sizeof(T) * V>::type type; };
+template <typename T>
+struct gk_block_word<T, 1> { typedef T type; };
+
+// V elements of type T viewed as one word: registers, so swapping a block's rows and columns
+// is free renames (4- and 8-byte elements) or byte permutes (1- and 2-byte ones).
+template <typename T, int V>
+union gk_block_row {
+    typename gk_block_word<T, V>::type word;
+    T elem[V];
+};
+
 __device__ __forceinline__ float gk_half_to_float(gk_half h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));

@@ -270,7 +270,8 @@ def _permute_problems():
     16-, 8-, 4-, 2- and 1-byte words, strided and reversed axes, both index types."""
     layouts = [((4, 8), (1, 4)), ((64, 32, 16), (512, 1, 32)), ((3, 5, 7, 9), (1, 3, 15, 105)),
                ((128, 64), (64, 1)), ((5, 3), (3, 1)), ((7, 2, 6), (-12, 6, 1)),
-               ((2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 6, 24, 120, 720, 5040, 40320))]
+               ((2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 6, 24, 120, 720, 5040, 40320)),
+               ((16, 64, 256), (16384, 1, 64))]  # long rows of 16-byte words
     for itemsize, index in itertools.product(permute_rungs.CARRIERS, ("int", "long long")):
         for (lengths, strides), in_address, out_address in itertools.product(
                 layouts, (0, 1, 2, 4, 8, 16), (0, 2, 4, 8, 16)):

@@ -80,6 +80,44 @@ def test_stacks_of_matrix_transposes():
     assert _as_matrices((2, 3, 5, 7), (1, 2, 6, 30)) is None
 
 
+def test_vector_words_only_where_the_layout_allows_them():
+    """permute_vector's 16-byte words need the input contiguous along the tile axis, both
+    tiled lengths and every other stride in whole words, and aligned addresses; auto takes the
+    rung only with words, tiled otherwise."""
+    from gpukernels.ops.permute import rungs
+
+    def problem(itemsize=4, lengths=(256, 128, 64, 32), strides=(1, 256, 32768, 2097152),
+                in_address=0, out_address=0):
+        return rungs.Problem(itemsize, lengths, strides, in_address, out_address, "int")
+
+    # (32, 64, 128, 256) float32 with axes (3, 2, 1, 0): 8 blocks of 4 along P, joined to the
+    # 64 of the axis before it (the output is contiguous across both): 32 tiles of 16 blocks
+    assert rungs.vector_width(problem()) == 4
+    assert rungs.vector_tile(problem()) == rungs.VECTOR_TILES[4]
+    assert rungs.choose(problem()) is rungs.VECTOR
+    assert rungs.joined_axes(problem()) == (2, 3)
+    planned = rungs.plan_vector(problem())
+    assert planned.launch.grid == (256 // 4 // 16, 64 * 32 // 4 // 16, 128)
+    assert planned.launch.block == (256, 1, 1)
+    # the axis before the last is the tile axis: the last alone
+    assert rungs.joined_axes(problem(lengths=(8, 64, 32), strides=(2048, 1, 64))) == (2,)
+    assert rungs.joined_axes(problem(lengths=(64, 32), strides=(1, 64))) == (1,)
+    assert rungs.vector_width(problem(itemsize=2)) == 8
+    assert rungs.vector_width(problem(itemsize=1, lengths=(256, 128, 64, 32))) == 16
+    for refused in (problem(in_address=4), problem(out_address=8),
+                    problem(lengths=(256, 128, 64, 30)),  # P not whole words
+                    problem(lengths=(254, 128, 64, 32)),  # Q not whole words
+                    problem(strides=(1, 258, 32768, 2097152)),  # a folded stride
+                    problem(strides=(1, 256, 32768, 2097154)),  # P's stride
+                    problem(strides=(2, 256, 32768, 2097152)),  # Q not contiguous
+                    problem(itemsize=8)):
+        assert rungs.vector_width(refused) == 1, refused
+        assert rungs.vector_tile(refused) == rungs.VECTOR_SCALAR_TILE
+        assert rungs.choose(refused) is rungs.TILED
+    keeps_last = problem(strides=(256, 32768, 2097152, 1))
+    assert rungs.vector_width(keeps_last) == 1 and rungs.choose(keeps_last) is rungs.ROWS
+
+
 # ---- GPU: every rung against NumPy -------------------------------------------------------------
 
 cupy = pytest.importorskip("cupy")
@@ -171,10 +209,11 @@ def test_views(method, view, rng):
     ((256, 64, 96), (2, 0, 1), "transpose_"),  # merges into a matrix transpose
     ((6, 64, 96), (0, 2, 1), "transpose_"),  # a batch of them
     ((64, 32, 96), (1, 0, 2), "permute_rows"),  # the contiguous axis stays last
-    ((8, 16, 32, 64), (3, 2, 1, 0), "permute_tiled"),
+    ((8, 16, 32, 64), (3, 2, 1, 0), "permute_vector<unsigned int, int, 4, 16, 16,"),
+    ((2, 3, 4, 5), (3, 2, 1, 0), "permute_tiled"),  # lengths that are no whole 16-byte words
     ((64, 64, 64), (2, 1, 0), "transpose_"),  # matrices written to planes of the output
     ((64, 64, 64), (1, 2, 0), "transpose_"),  # merges into a matrix transpose
-    ((4, 64, 64, 64), (3, 2, 1, 0), "permute_tiled"),
+    ((4, 64, 64, 64), (3, 2, 1, 0), "permute_vector<unsigned int, int, 4, 16, 16,"),
     ((4, 3, 16, 16), (0, 2, 3, 1), "transpose_narrow"),  # images to channels-last
     ((4, 16, 16, 3), (0, 3, 1, 2), "transpose_narrow"),  # and back
 ])
@@ -183,6 +222,50 @@ def test_auto_picks(shape, axes, kernel):
     with record_launches(dry_run=True) as launches:
         gk.permute_dims(x, axes)
     assert len(launches) == 1 and launches[0].instance.startswith(kernel), launches
+
+
+# Layouts whose lengths and strides take permute_vector's 16-byte words (V = 16 / itemsize
+# elements along both tiled axes): partial tiles along Q and along the last two output axes
+# joined (tiles that straddle the axis before the last), P shorter and longer than a tile, the
+# axis before the last the tile axis (not joined, the (0, 2, 1) layouts), several tiles each
+# way, folded axes of 0 to 3 dimensions.
+VECTOR_LAYOUTS = {
+    4: [((36, 5, 3, 200), (3, 2, 1, 0)), ((8, 5, 3, 260), (3, 2, 1, 0)),
+        ((12, 7, 100), (2, 1, 0)), ((4, 3, 2, 5, 132), (4, 1, 3, 2, 0)), ((3, 20, 44), (0, 2, 1)),
+        ((68, 40), (1, 0))],
+    2: [((24, 3, 5, 136), (3, 2, 1, 0)), ((136, 2, 3, 40), (3, 2, 1, 0)), ((8, 3, 8), (2, 1, 0)),
+        ((3, 24, 40), (0, 2, 1))],
+    1: [((48, 3, 2, 80), (3, 2, 1, 0)), ((272, 2, 3, 48), (3, 2, 1, 0)), ((16, 5, 16), (2, 1, 0)),
+        ((2, 32, 48), (0, 2, 1))],
+}
+VECTOR_CASES = [(shape, axes, dtype) for itemsize, dtypes in
+                ((4, ("float32", "int32")), (2, ("float16", "bfloat16")), (1, ("int8", "bool")))
+                for shape, axes in VECTOR_LAYOUTS[itemsize] for dtype in dtypes]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("shape", "axes", "dtype"), VECTOR_CASES,
+                         ids=[f"{s}-{a}-{d}" for s, a, d in VECTOR_CASES])
+@pytest.mark.parametrize("view", ["contiguous", "reversed", "offset"])
+def test_vector_words_on_every_edge(shape, axes, dtype, view, rng, index_width):
+    """The vector rung with 16-byte words (and, on an input view that is not 16-byte aligned,
+    without them): every bit against NumPy on a poisoned result, the kernel's V as planned."""
+    x_host = _random(shape, dtype, rng)
+    x = cupy.asarray(x_host)
+    if view == "reversed":  # the output's last axis (the input's first) read backwards
+        x_host, x = x_host[::-1], x[::-1]
+    if view == "offset":  # the same layout one element into a larger allocation
+        padded = cupy.asarray(_random((x.size + 1,), dtype, rng))
+        padded[1:] = x.reshape(-1)
+        x = padded[1:].reshape(shape)
+    with record_launches() as launches:
+        _check(x_host, x, axes, "vector")
+    words = launches[0].instance.split(", ")[2]
+    itemsize = numpy.dtype(dtype).itemsize
+    assert words == ("1" if view == "offset" else str(16 // itemsize)), launches[0].instance
+    if view != "offset":
+        auto = gk.permute_dims(x, axes)  # auto takes vector (or the transpose ladder) here
+        assert auto.get().tobytes() == numpy.transpose(x_host, axes).tobytes()
 
 
 PLANES = [((70, 3, 300), "int8"), ((33, 65, 17), "int8"), ((256, 2, 512), "int8"),
@@ -239,7 +322,7 @@ def test_transpose_with_axes_is_permute_dims(rng):
                                  numpy.transpose(x_host, axes))
     assert numpy.array_equal(gk.permute_dims(x).get(), numpy.transpose(x_host))
     with pytest.raises(ValueError, match="with axes=, method is a rung"):
-        gk.transpose(x, (2, 0, 1), method="vector")
+        gk.transpose(x, (2, 0, 1), method="shared")  # a rung of the 2-D ladder alone
     # without axes, the last two axes swap (NumPy would reverse all three)
     assert gk.transpose(x).shape == (4, 6, 5)
 

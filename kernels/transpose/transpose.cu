@@ -154,21 +154,6 @@ transpose_shared(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // Latest (H100, held time, ratio to a device copy): 8192 x 8192 int8 0.95, float16 0.96,
 // float32 0.97, float64 0.98; 8191 x 8193 float32 0.91.
 // ---------------------------------------------------------------------------------------------
-// The word a thread moves: V elements as one vector word, or the element itself for V = 1
-// (complex128 arrays are only 8-byte aligned, so a lone 16-byte element is not a uint4).
-template <typename T, int V>
-struct gk_block_word { typedef typename gk_word<sizeof(T) * V>::type type; };
-template <typename T>
-struct gk_block_word<T, 1> { typedef T type; };
-
-// V elements of type T viewed as one word: registers, so the swaps below are free renames (for
-// 4- and 8-byte elements) or byte permutes (for 1- and 2-byte ones).
-template <typename T, int V>
-union gk_block_row {
-    typename gk_block_word<T, V>::type word;
-    T elem[V];
-};
-
 template <typename T, typename Index, int V, int TILE, int ROWS, bool SKEW, int TALL>
 __global__ void __launch_bounds__(TILE * ROWS)
 transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,

@@ -4,7 +4,8 @@ The ladder and its launch geometry are in :mod:`.rungs`, the reference and the b
 :mod:`.check`. Each input layout and permutation is planned once: the axes are merged (size-1
 axes dropped, neighbours that the input walks in the same order with no gap joined), and
 ``method="auto"`` then sends stacks of matrix transposes to the transpose ladder, permutations
-that keep the contiguous axis last to ``rows``, and the rest to ``tiled``.
+that keep the contiguous axis last to ``rows``, and the rest to ``vector`` where its 16-byte
+words fit the layout, else to ``tiled``.
 """
 
 from __future__ import annotations
@@ -184,7 +185,9 @@ def permute_dims(x: Any, axes: Any = None, *, method: str = "auto", out: Any = N
         A rung of ``gpukernels.methods("permute_dims")``, or ``"auto"``: the transpose ladder
         for permutations that merge into a stack of matrix transposes reading contiguous rows
         (such as ``(1, 0)``, ``(0, 2, 1)``, ``(2, 0, 1)`` and ``(2, 1, 0)``), ``rows`` where the
-        contiguous axis stays last, ``tiled`` otherwise.
+        contiguous axis stays last, ``vector`` where the lengths and strides allow 16-byte words
+        of 1-, 2- and 4-byte items (such as ``(3, 2, 1, 0)`` of float32 lengths that are
+        multiples of 4), ``tiled`` otherwise.
     out : cupy.ndarray, optional
         C-contiguous destination of the result's shape and ``x``'s dtype, on the same device.
 

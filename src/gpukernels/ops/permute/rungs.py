@@ -134,7 +134,70 @@ def plan_tiled(p: Problem) -> Planned:
                    dims_value(p.lengths, p.in_strides, q))
 
 
-# --- rung 3: rows -------------------------------------------------------------------------------
+# --- rung 3: vector -----------------------------------------------------------------------------
+
+#: permute_vector's tile per item size, (V, TILE_P, TILE_Q, THREADS), in V x V blocks of
+#: elements: the 2-D transpose's vector tiles (64 x 64 float32, 128 x 128 float16 and int8), the
+#: best or level with it among the shapes tried for (3, 2, 1, 0) permutations (NOTES, item 140).
+#: V = 1 (no 16-byte words) takes tiled's 32 x 32 elements.
+VECTOR_TILES = {1: (16, 8, 8, 64), 2: (8, 16, 16, 256), 4: (4, 16, 16, 256)}
+VECTOR_SCALAR_TILE = (1, 32, 32, 256)
+
+
+def vector_width(p: Problem) -> int:
+    """V of permute_vector: 16 / itemsize elements a word where the layout allows 16-byte words
+    (the input contiguous along the tile axis Q; the lengths of P and Q and every other input
+    stride multiples of V; both addresses 16-byte aligned), else 1."""
+    if p.itemsize not in VECTOR_TILES:
+        return 1
+    vector = 16 // p.itemsize
+    q, last = p.tile_axis, p.rank - 1
+    if p.in_strides[q] == 1 and p.lengths[q] % vector == 0 and p.lengths[last] % vector == 0 \
+            and all(stride % vector == 0 for axis, stride in enumerate(p.in_strides) if axis != q) \
+            and p.in_address % 16 == 0 and p.out_address % 16 == 0:
+        return vector
+    return 1
+
+
+def vector_tile(p: Problem) -> tuple[int, int, int, int]:
+    """(V, TILE_P, TILE_Q, THREADS) for a problem."""
+    return VECTOR_TILES[p.itemsize] if vector_width(p) > 1 else VECTOR_SCALAR_TILE
+
+
+def joined_axes(p: Problem) -> tuple[int, ...]:
+    """The output axes permute_vector's TILE_P runs along: the last (P), and the one before it
+    (R) unless that is the tile axis Q (the output is contiguous across R and P)."""
+    last = p.rank - 1
+    return (last,) if last - 1 == p.tile_axis else (last - 1, last)
+
+
+def _vector_instance(itemsize: int, index: str, tile: tuple[int, int, int, int]) -> str:
+    vector, tile_p, tile_q, threads = tile
+    return (f"permute_vector<{CARRIERS[itemsize]}, {index}, {vector}, {tile_p}, {tile_q}, "
+            f"{threads}>")
+
+
+def _vector_instances(itemsize: int, index: str) -> list[str]:
+    tiles = ((VECTOR_TILES[itemsize],) if itemsize in VECTOR_TILES else ()) + (VECTOR_SCALAR_TILE,)
+    return [_vector_instance(itemsize, index, tile) for tile in tiles]
+
+
+def plan_vector(p: Problem) -> Planned:
+    """A block per tile of TILE_P x TILE_Q blocks of V x V elements, TILE_P along the joined
+    axes (:func:`joined_axes`); the other axes folded as in tiled."""
+    tile = vector_tile(p)
+    vector, tile_p, tile_q, threads = tile
+    q, joined = p.tile_axis, joined_axes(p)
+    p_blocks = math.prod(p.lengths[axis] for axis in joined) // vector
+    others = math.prod(length for axis, length in enumerate(p.lengths)
+                       if axis != q and axis not in joined)
+    grid = (min(ceil_div(p.lengths[q] // vector, tile_q), MAX_GRID_X),
+            min(ceil_div(p_blocks, tile_p), MAX_GRID_YZ), min(others, MAX_GRID_YZ))
+    return Planned(Launch(SOURCE, _vector_instance(p.itemsize, p.index, tile), grid,
+                          (threads, 1, 1)), dims_value(p.lengths, p.in_strides, q))
+
+
+# --- rung 4: rows -------------------------------------------------------------------------------
 
 ROWS_THREADS = 256
 WORD_SIZES = (16, 8, 4, 2, 1)
@@ -178,9 +241,13 @@ def plan_rows(p: Problem) -> Planned:
 # --- the ladder ---------------------------------------------------------------------------------
 
 def _groups(label: str, instance: Any, sizes: Any) -> tuple:
-    """An eager group of the 32-bit index instances and a lazy one of the 64-bit ones."""
-    return tuple(SOURCE.add(f"{label} {index}", [instance(size, index) for size in sizes],
-                            eager=index == "int") for index in INDEXES)
+    """An eager group of the 32-bit index instances and a lazy one of the 64-bit ones;
+    ``instance(size, index)`` is an instance's name or a list of them."""
+    def names(index: str) -> list[str]:
+        made = [instance(size, index) for size in sizes]
+        return [name for item in made for name in ([item] if isinstance(item, str) else item)]
+    return tuple(SOURCE.add(f"{label} {index}", names(index), eager=index == "int")
+                 for index in INDEXES)
 
 
 LADDER = Ladder("permute", (
@@ -191,6 +258,10 @@ LADDER = Ladder("permute", (
                   "padded shared memory: reads and writes both coalesced; the other axes "
                   "folded into the grid",
          SOURCE, "permute_tiled", _groups("tiled", _tiled_instance, CARRIERS), plan_tiled),
+    Rung("vector", "tiled's tile in V x V blocks transposed in registers: every access a "
+                   "16-byte word where the input is contiguous along the tiled axis and the "
+                   "lengths allow (else tiled's scheme, one element an access)",
+         SOURCE, "permute_vector", _groups("vector", _vector_instances, CARRIERS), plan_vector),
     Rung("rows", "permutations that keep the input's contiguous axis last: whole rows copied "
                  "in words of up to 16 bytes",
          SOURCE, "permute_rows", _groups("rows", _rows_instance, CARRIERS), plan_rows,
@@ -198,8 +269,12 @@ LADDER = Ladder("permute", (
 ))
 ROWS = LADDER["rows"]
 TILED = LADDER["tiled"]
+VECTOR = LADDER["vector"]
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"`` in this ladder: rows where the last axis stays contiguous, else tiled."""
-    return ROWS if p.keeps_last else TILED
+    """``method="auto"`` in this ladder: rows where the last axis stays contiguous, else vector
+    where the layout allows its 16-byte words, else tiled."""
+    if p.keeps_last:
+        return ROWS
+    return VECTOR if vector_width(p) > 1 else TILED
