@@ -354,3 +354,15 @@ def test_numpy_integer_axes_and_lists(rng):
     for axes in ([2, 0, 1], (numpy.int64(2), numpy.int32(0), 1), numpy.array([2, 0, 1])):
         assert numpy.array_equal(gk.permute_dims(x, axes).get(),
                                  numpy.transpose(x.get(), (2, 0, 1)))
+
+
+@pytest.mark.gpu
+def test_a_planned_permutation_still_refuses_bool_axes(rng):
+    """(True, 0, 2) equals (1, 0, 2) as a key; NumPy refuses it, so the plan of the second
+    must not serve the first."""
+    x = cupy.asarray(rng.random((3, 4, 5), dtype=numpy.float32))
+    assert gk.permute_dims(x, (1, 0, 2)).shape == (4, 3, 5)
+    with pytest.raises(TypeError):
+        gk.permute_dims(x, (True, 0, 2))
+    with pytest.raises(TypeError):
+        numpy.transpose(x.get(), (True, 0, 2))

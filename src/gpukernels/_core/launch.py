@@ -262,8 +262,8 @@ class KernelCall:
 
     __slots__ = ("kernel", "grid", "block", "shared_mem", "template", "slots", "record",
                  "stream_slots", "stream_arrays", "_function", "_words", "_pointers",
-                 "_pointers_address", "_array_words", "_stream_words", "_stream", "_lock",
-                 "_values")
+                 "_pointers_address", "_pointer_words", "_value_words", "_stream_words",
+                 "_stream", "_lock", "_values", "_launch_head")
 
     def __init__(self, source: Any, instance: str, grid: tuple, block: tuple, args: tuple,
                  shared_mem: int = 0, rung: str = "", stream_arrays: Any = None) -> None:
@@ -340,11 +340,17 @@ class KernelCall:
         self._words = words
         self._pointers = _array.array("Q", [base + offset for offset in offsets] or [0])
         self._pointers_address = self._pointers.buffer_info()[0]
-        self._array_words = tuple(array_words)
+        # (word, array index) of the arrays passed by pointer, and (word, array index, bytes)
+        # of those passed by value (tensor maps)
+        self._pointer_words = tuple((word, index) for word, index, nbytes in array_words
+                                    if not nbytes)
+        self._value_words = tuple(entry for entry in array_words if entry[2])
         self._stream_words = tuple(stream_words)
         self._stream: int | None = None  # the stream whose arrays the stream slots hold now
         self._values: dict[int, Any] = {}  # the value each by-value slot holds now
         self._function = function
+        # cuLaunchKernel's arguments before the stream, fixed for the call's life
+        self._launch_head = (function, *self.grid, *self.block, self.shared_mem)
 
     def __call__(self, *arrays: Any) -> None:
         """Launch on the current stream with ``arrays`` in the slots."""
@@ -367,25 +373,22 @@ class KernelCall:
             self.kernel(self.grid, self.block, tuple(args), shared_mem=self.shared_mem)
             return
         words = self._words
-        grid, block = self.grid, self.block
         stream = _current_stream().ptr
         with self._lock:  # the slots are this call's until the driver has copied them
-            for word, index, nbytes in self._array_words:
-                if nbytes:  # a value (a tensor map): rewritten only when it is another object
-                    value = arrays[index]
-                    if self._values.get(word) is not value:
-                        words[word:word + nbytes // 8] = _array.array("Q", value.tobytes())
-                        self._values[word] = value
-                else:
-                    words[word] = arrays[index].data.ptr
+            for word, index in self._pointer_words:
+                words[word] = arrays[index].data.ptr
+            for word, index, nbytes in self._value_words:
+                value = arrays[index]  # a tensor map: rewritten only when it is another object
+                if self._values.get(word) is not value:
+                    words[word:word + nbytes // 8] = _array.array("Q", value.tobytes())
+                    self._values[word] = value
             if self._stream_words and stream != self._stream:
                 per_stream = self.stream_arrays()
                 for word, index in self._stream_words:
                     words[word] = per_stream[index].data.ptr
                 self._stream = stream
             try:
-                _launch_kernel(self._function, grid[0], grid[1], grid[2], block[0], block[1],
-                               block[2], self.shared_mem, stream, self._pointers_address, 0)
+                _launch_kernel(*self._launch_head, stream, self._pointers_address, 0)
             except Exception as error:
                 if getattr(error, "status", None) != CUDA_ERROR_INVALID_CONTEXT:
                     raise
@@ -394,8 +397,7 @@ class KernelCall:
                 # through the runtime, which binds the device's context on first use; the
                 # driver's launch does not. Bind it, as CuPy's first call would, and launch.
                 _bind_current_device()
-                _launch_kernel(self._function, grid[0], grid[1], grid[2], block[0], block[1],
-                               block[2], self.shared_mem, stream, self._pointers_address, 0)
+                _launch_kernel(*self._launch_head, stream, self._pointers_address, 0)
 
 
 CUDA_ERROR_INVALID_CONTEXT = 201

@@ -483,7 +483,8 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
 def _run(plan: _Plan, a: Any, b: Any, out: Any, direct: bool) -> Any:
     # 2. Allocate: the kernels write a C-contiguous (batch, M, N) stack of the compute dtype,
     # straight into the result when it has that layout (an integer result as its unsigned view).
-    result = out if direct else _device.cupy.empty(plan.out_shape, dtype=plan.dtype)
+    # (cupy.ndarray is cupy.empty without its Python frame, 0.7 us a call)
+    result = out if direct else _device.cupy.ndarray(plan.out_shape, plan.dtype)
     # 3. Launch (and narrow the sums to the result dtype where they differ).
     if result.size:
         plan(a, b, result)

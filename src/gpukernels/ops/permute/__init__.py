@@ -25,6 +25,7 @@ from .rungs import CARRIERS, LADDER, MAX_RANK, Problem
 
 __all__ = ["permute_dims", "normalize_axes", "merge_axes", "LADDER", "OPERATION"]
 
+_INT = frozenset((int,))  # a cacheable axes tuple holds Python ints alone (not bools: True == 1)
 _ADDRESS_KEY = 256  # addresses enter plan keys modulo this: every alignment a plan tests divides it
 
 
@@ -225,7 +226,7 @@ def permute_dims(x: Any, axes: Any = None, *, method: str = "auto", out: Any = N
         LADDER.resolve(method, "permute_dims")  # raises TypeError
     direct = out is not None
     out_address = out.data.ptr % _ADDRESS_KEY if direct and isinstance(out, cupy.ndarray) else 0
-    cacheable = axes is None or (type(axes) is tuple and all(type(a) is int for a in axes))
+    cacheable = axes is None or (type(axes) is tuple and set(map(type, axes)) <= _INT)
     key = ("permute_dims", x.shape, x.strides, x.dtype, axes, method, x.data.ptr % _ADDRESS_KEY,
            out_address, x.data.device_id) if cacheable else None  # other axes: checked each call
     plan = PLANS.get(key) if key is not None else None
@@ -251,8 +252,8 @@ def permute_dims(x: Any, axes: Any = None, *, method: str = "auto", out: Any = N
 
 
 def _run(plan: _Plan, x: Any, out: Any, direct: bool) -> Any:
-    # 2. Allocate.
-    result = out if direct else _device.cupy.empty(plan.out_shape, dtype=x.dtype)
+    # 2. Allocate (cupy.ndarray is cupy.empty without its Python frame, 0.7 us a call).
+    result = out if direct else _device.cupy.ndarray(plan.out_shape, x.dtype)
     # 3. Launch.
     if result.size:
         plan(x, result)

@@ -175,9 +175,10 @@ def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, metho
     device = x.data.device_id
     direct = planned[4]
     if direct is not None and out is None and device == cupy.cuda.runtime.getDevice():
-        # 2. Allocate and 3. launch: most calls, with nothing else to do.
+        # 2. Allocate and 3. launch: most calls, with nothing else to do (cupy.ndarray is
+        # cupy.empty without its Python frame, 0.7 us a call).
         call, shape, result_dtype = direct
-        result = cupy.empty(shape, result_dtype)
+        result = cupy.ndarray(shape, result_dtype)
         call(x, result)
         return result
     if out is not None:

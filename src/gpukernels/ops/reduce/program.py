@@ -74,7 +74,7 @@ def empty(shape: tuple, dtype: numpy.dtype) -> Any:
     cupy = _device.cupy
     if dtype.fields is not None:
         return cupy.empty(shape + (dtype.itemsize // 8,), dtype=numpy.float64)
-    return cupy.empty(shape, dtype=dtype)
+    return cupy.ndarray(shape, dtype)  # cupy.empty without its Python frame
 
 
 class Program:

@@ -163,8 +163,8 @@ def _plan_out_check(operation: str, x: Any, axis: Any, dtype: Any, out: Any) -> 
 
 def _run(plan: _Plan, x: Any, out: Any, direct: bool) -> Any:
     cupy = _device.cupy
-    # 2. Allocate.
-    result = out if direct else cupy.empty(plan.out_shape, plan.written)
+    # 2. Allocate (cupy.ndarray is cupy.empty without its Python frame, 0.7 us a call).
+    result = out if direct else cupy.ndarray(plan.out_shape, plan.written)
     # 3. Launch.
     if result.size:
         plan.run(x, result)

@@ -201,8 +201,9 @@ def transpose(x: Any, axes: Any = None, *, method: str = "auto", out: Any = None
             plan = PLANS.put(key, _plan(x, rung, out_address))
     device = x.data.device_id
     if plan.single is not None and not direct and device == cupy.cuda.runtime.getDevice():
-        # 2. Allocate and 3. launch: one kernel into a new array, nothing else to do.
-        result = cupy.empty(plan.out_shape, x.dtype)
+        # 2. Allocate and 3. launch: one kernel into a new array, nothing else to do
+        # (cupy.ndarray is cupy.empty without its Python frame, 0.7 us a call).
+        result = cupy.ndarray(plan.out_shape, x.dtype)
         plan.single(x, result)
         return result
     if direct:
@@ -215,7 +216,7 @@ def transpose(x: Any, axes: Any = None, *, method: str = "auto", out: Any = None
 
 def _run(plan: _Plan, x: Any, out: Any, direct: bool) -> Any:
     # 2. Allocate.
-    result = out if direct else _device.cupy.empty(plan.out_shape, dtype=x.dtype)
+    result = out if direct else _device.cupy.ndarray(plan.out_shape, x.dtype)
     # 3. Launch.
     plan(x, result)
     return finish_out(result, out, direct)
