@@ -31,8 +31,10 @@ def test_notebook_is_well_formed(path):
     for source in cells:
         ast.parse(source)  # plain Python, no shell escapes or magics
     text = "\n".join(cells)
-    for call in ("describe(\"transpose\"", "describe(\"matmul\"", "describe(\"sum\"",
-                 "bench(\"transpose\"", "bench(\"matmul\"", "bench(\"sum\"", ".plot()", "check("):
+    for call in ("describe(\"transpose\"", "describe(\"permute_dims\"", "describe(\"matmul\"",
+                 "describe(\"sum\"", "describe(\"cumsum\"", "bench(\"transpose\"",
+                 "bench(\"permute_dims\"", "bench(\"matmul\"", "bench(\"sum\"",
+                 "bench(\"cumsum\"", ".plot()", "check("):
         assert call in text, call
     nbformat = pytest.importorskip("nbformat")
     nbformat.validate(nbformat.read(path, as_version=4))
