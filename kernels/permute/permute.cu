@@ -174,9 +174,9 @@ permute_tiled(const T* __restrict__ in, T* __restrict__ out, gk_permute_dims dim
 // in (3, 2, 1, 0) of (32, 64, 128, 256)) then still fills the tile, and each tile writes runs of
 // TILE_P words: 256 bytes there, in 3% less time than a tile short along P and long along Q,
 // 18% less for P of 16 float32 (benchmarks/NOTES.md, item 140). The loads decode each row's R
-// coordinate (a division a row). On an H100 (held / per call, of a copy): (32, 64, 128, 256)
-// float32 with (3, 2, 1, 0) 0.95 / 0.92 (tiled 0.89 / 0.84); int8 and float16 of the same
-// 0.90-0.93 held (tiled 0.34-0.35).
+// coordinate (a division a row). On an H100 (held / per call, of a copy, one run): (32, 64, 128,
+// 256) float32 with (3, 2, 1, 0) 0.95 / 0.92 (tiled 0.90 / 0.88); int8 and float16 of the same
+// 0.90-0.93 held (tiled 0.34-0.35, another run).
 // Requirements for V > 1, checked by the host: the input contiguous along Q (in_stride 1); the
 // lengths of P and Q and every other in_stride multiples of V; both base addresses aligned to
 // V * sizeof(T) bytes. Then every output stride is a multiple of V too.
@@ -195,7 +195,7 @@ permute_vector(const T* __restrict__ in, T* __restrict__ out, gk_permute_dims di
     constexpr int PITCH = TILE_P | 1;
     __shared__ Word tile[V][TILE_Q][PITCH];
     const int P = dims.rank - 1, Q = dims.tile_axis;
-    const bool joined = P - 1 != Q;  // rank >= 3: the host pads to two axes or more
+    const bool joined = P - 1 != Q;  // rank 2 (the host pads to two axes at least): Q is P - 1
     const int R = joined ? P - 1 : P;
     const Index row_blocks = (Index)dims.length[P] / V;  // blocks along P, for each R
     const Index p_blocks = row_blocks * (joined ? (Index)dims.length[R] : 1);

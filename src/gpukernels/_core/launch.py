@@ -413,7 +413,7 @@ def _in_context(call: Callable[[], Any]) -> Any:
     """``call()``, a driver call made at plan time, and once more with the current device's
     context bound where the calling thread had none yet: a Dask worker thread that plans a new
     shape with kernels compiled elsewhere makes such a call before any of CuPy's (see
-    KernelCall.launch, which does the same for a first launch)."""
+    KernelCall.__call__, which does the same for a first launch)."""
     try:
         return call()
     except Exception as error:
