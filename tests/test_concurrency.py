@@ -86,6 +86,7 @@ def cold_kernel_cache(monkeypatch):
         monkeypatch.setattr(source, "_functions", {})
         for group in source.groups:
             monkeypatch.setattr(group, "_modules", {})
+            monkeypatch.setattr(group, "_instance_modules", {})
     _launch.PLANS.clear()
     monkeypatch.setattr(_launch, "_DYNAMIC_SHARED_ALLOWED", {})
     monkeypatch.setattr(_program, "_scratch", {})
@@ -158,6 +159,24 @@ def test_threads_call_every_operation_at_once_from_a_cold_cache(streams, cold_ke
     paths = {path for path, _ in cold_kernel_cache}
     assert {"transpose/transpose.cu", "transpose/words.cu", "matmul/simt.cu",
             "reduce/reduce.cu"} <= paths, paths
+
+
+def test_a_first_call_compiles_the_lazy_instances_it_launches_alone(cold_kernel_cache, rng):
+    # cumprod's kernels are lazy: its first call compiles (or loads from CuPy's cache) the
+    # instances it launches, each as a program of its own, not the rest of their group.
+    host = rng.integers(-3, 4, size=(3, 20_000)).astype(numpy.int16)
+    got = gk.cumprod(cupy.asarray(host), axis=1)
+    numpy.testing.assert_array_equal(got.get(), numpy.cumprod(host, axis=1))
+    programs = [names for path, names in cold_kernel_cache if path == "scan/scan.cu"]
+    assert programs and all(len(names) == 1 for names in programs), programs
+    source, device = _compile.SOURCES["scan/scan.cu"], cupy.cuda.runtime.getDevice()
+    launched = {instance for (instance,) in programs}
+    for instance in launched:
+        group = source.group_of(instance)
+        assert not group.eager and group.compiled(device), group.name
+        assert instance in group.compiled_instances(device), group.name
+        compiled = group.compiled_instances(device)
+        assert set(compiled) <= launched and len(compiled) < len(group.instances), group.name
 
 
 # --- ordering on non-default streams ------------------------------------------------------------

@@ -284,11 +284,13 @@ def _compiled_instances(rung: Rung) -> tuple[KernelResources, ...]:
     (compiled at import) and the lazy ones some call has compiled already; none is compiled
     here."""
     device = _device.cupy.cuda.runtime.getDevice()
-    if not rung.source.runs_on(_device.compute_capability(device)):
+    capability = _device.compute_capability(device)
+    if not rung.source.runs_on(capability):
         return ()
     return tuple(KernelResources.of(rung.source.function(instance), instance)
-                 for group in rung.groups if group.eager or group.compiled(device)
-                 for instance in group.instances)
+                 for group in rung.groups
+                 for instance in (group.instances if group.eager_on(capability)
+                                  else group.compiled_instances(device)))
 
 
 # --- describe ---------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ template instances to it in *groups*; each group is one NVRTC program (one
 :class:`cupy.RawModule`), compiled once per device and kept by CuPy's on-disk cache, so later
 imports only load binaries. At import, :func:`compile_at_import` compiles the *eager* groups of
 every source the device can run, several at a time in threads (NVRTC releases the GIL). Groups
-that few calls need (64-bit index instances, integer products) are *lazy*: they compile on the
-first call that launches one of their instances, under a lock, still through the cache.
+that few calls need (64-bit index instances, integer products) are *lazy*: each of their
+instances compiles alone (an NVRTC program of its own) on the first call that launches it,
+under a lock, still through the cache, so a first call waits for its own kernels only.
 
 The same preprocessed source and instance list can be compiled for any architecture without a
 GPU (:func:`compile_for_arch`), which is how the test suite checks every instance on CI.
@@ -113,17 +114,35 @@ class InstanceGroup:
         C++ name expressions, e.g. ``"transpose_shared<unsigned int, int, 32, 8>"``.
     eager : bool
         Compiled at import (True) or on the first launch of one of its instances (False).
+    capabilities : range, optional
+        Where ``eager``, the compute capabilities whose import compiles the group (every one by
+        default); on other devices it compiles on first use, e.g. a rung that ``auto`` takes
+        only on older GPUs.
     """
 
     source: KernelSource
     name: str
     instances: tuple[str, ...]
     eager: bool = True
+    capabilities: range | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _modules: dict = field(default_factory=dict, repr=False)  # device id -> RawModule
+    # (device id, instance) -> RawModule of that instance alone (first use of a lazy group)
+    _instance_modules: dict = field(default_factory=dict, repr=False)
 
     def compiled(self, device: int) -> bool:
-        return device in self._modules
+        """Whether any of the group's instances is compiled (or loaded) for ``device``."""
+        return device in self._modules or any(d == device for d, _ in self._instance_modules)
+
+    def compiled_instances(self, device: int) -> tuple[str, ...]:
+        """The group's instances compiled (or loaded) for ``device``."""
+        if device in self._modules:
+            return self.instances
+        return tuple(i for i in self.instances if (device, i) in self._instance_modules)
+
+    def eager_on(self, capability: int) -> bool:
+        """Whether the import compiles the group on a device of ``capability`` (e.g. 90)."""
+        return self.eager and (self.capabilities is None or capability in self.capabilities)
 
     def module(self, device: int | None = None) -> Any:
         """The compiled :class:`cupy.RawModule` for ``device`` (the current one by default)."""
@@ -140,14 +159,31 @@ class InstanceGroup:
                     self._modules[device] = module
         return module
 
-    def _compile(self, device: int) -> Any:
+    def function(self, instance: str, device: int) -> Any:
+        """The kernel ``instance`` of this group for ``device``: from the group's module where
+        the import compiles the group (loaded from CuPy's cache after a marked import), else
+        from a module of that instance alone, compiled on its first use."""
+        if device in self._modules or self.eager_on(_device.compute_capability(device)):
+            return self.module(device).get_function(instance)
+        key = (device, instance)
+        module = self._instance_modules.get(key)
+        if module is None:
+            with self._lock:
+                module = self._instance_modules.get(key)
+                if module is None:
+                    module = self._compile(device, (instance,))
+                    self._instance_modules[key] = module
+        return module.get_function(instance)
+
+    def _compile(self, device: int, instances: tuple[str, ...] | None = None) -> Any:
         cupy = _device.cupy
         self.source.check_device(device)
+        instances = self.instances if instances is None else instances
         start = time.perf_counter()
         with cupy.cuda.Device(device):
             module = cupy.RawModule(code=load_source(self.source.path),
                                     options=compile_options() + self.source.arch_options(),
-                                    name_expressions=list(self.instances))
+                                    name_expressions=list(instances))
             try:
                 module.compile()
             except cupy.cuda.compiler.CompileException as exc:
@@ -155,7 +191,7 @@ class InstanceGroup:
                     f"NVRTC could not compile kernels/{self.source.path} ({self.name}) for GPU "
                     f"{device}:\n{exc}"
                 ) from None
-        REPORT.record(self, time.perf_counter() - start)
+        REPORT.record(self, instances, time.perf_counter() - start)
         return module
 
 
@@ -191,10 +227,12 @@ class KernelSource:
         """The file name, e.g. ``"transpose.cu"``."""
         return Path(self.path).name
 
-    def add(self, name: str, instances: Iterable[str], *, eager: bool = True) -> InstanceGroup:
-        """Add a group of instances (duplicates of earlier groups are left out)."""
+    def add(self, name: str, instances: Iterable[str], *, eager: bool = True,
+            capabilities: range | None = None) -> InstanceGroup:
+        """Add a group of instances (duplicates of earlier groups are left out); see
+        :class:`InstanceGroup` for ``eager`` and ``capabilities``."""
         fresh = tuple(dict.fromkeys(i for i in instances if i not in self._group_of))
-        group = InstanceGroup(self, name, fresh, eager)
+        group = InstanceGroup(self, name, fresh, eager, capabilities)
         if fresh:
             self.groups.append(group)
             for instance in fresh:
@@ -236,7 +274,7 @@ class KernelSource:
         device = _device.cupy.cuda.runtime.getDevice()
         kernel = self._functions.get((device, instance))
         if kernel is None:
-            kernel = self.group_of(instance).module(device).get_function(instance)
+            kernel = self.group_of(instance).function(instance, device)
             self._functions[(device, instance)] = kernel
         return kernel
 
@@ -268,14 +306,15 @@ class CompileReport:
     deferred: bool = False  # the eager groups compiled before: loaded on first use
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, group: InstanceGroup, seconds: float) -> None:
-        entry = (f"{group.source.path} [{group.name}]", len(group.instances), seconds)
+    def record(self, group: InstanceGroup, instances: tuple[str, ...], seconds: float) -> None:
+        label = group.name if len(instances) == len(group.instances) else instances[0]
+        entry = (f"{group.source.path} [{label}]", len(instances), seconds)
         with self._lock:
             (self.at_import if self.importing else self.on_first_use).append(entry)
 
     def lazy_groups(self, capability: int) -> list[InstanceGroup]:
         return [g for s in SOURCES.values() if s.runs_on(capability) for g in s.groups
-                if not g.eager]
+                if not g.eager_on(capability)]
 
     def summary(self) -> str:
         """One paragraph: what was compiled (not loaded from CuPy's cache) and what compiles
@@ -296,14 +335,14 @@ class CompileReport:
         if self.on_first_use:
             instances = sum(n for _, n, _ in self.on_first_use)
             seconds = sum(s for _, _, s in self.on_first_use)
-            lines.append(f"{len(self.on_first_use)} groups ({instances} instances) loaded or "
-                         f"compiled on first use, {seconds:.1f} s in all")
-        lazy = [g for g in self.lazy_groups(_device.compute_capability())
-                if not g.compiled(_device.cupy.cuda.runtime.getDevice())]
-        if lazy:
-            lines.append(f"{len(lazy)} groups ({sum(len(g.instances) for g in lazy)} "
-                         "instances: 64-bit indices, integer products, ...) compile on the "
-                         "first call that needs them")
+            lines.append(f"{instances} instances loaded or compiled on first use "
+                         f"({len(self.on_first_use)} programs), {seconds:.1f} s in all")
+        device = _device.cupy.cuda.runtime.getDevice()
+        waiting = sum(len(g.instances) - len(g.compiled_instances(device))
+                      for g in self.lazy_groups(_device.compute_capability()))
+        if waiting:
+            lines.append(f"{waiting} instances (64-bit indices, integer products, cumprod, ...) "
+                         "compile one by one on the first call that needs them")
         return "; ".join(lines)
 
 
@@ -368,7 +407,8 @@ def compile_at_import() -> None:
     cupy = _device.cupy
     device = cupy.cuda.runtime.getDevice()
     capability = _device.compute_capability(device)
-    eager = [g for s in SOURCES.values() if s.runs_on(capability) for g in s.groups if g.eager]
+    eager = [g for s in SOURCES.values() if s.runs_on(capability) for g in s.groups
+             if g.eager_on(capability)]
     start = time.perf_counter()
     marker = _marker(capability, eager)
     if marker is not None and marker.is_file():
