@@ -404,20 +404,23 @@ def _lazy_groups(kernel: str, instances: Callable[[str], list[str]]) -> tuple:
                  for name, op in OPERATORS.items())
 
 
-def _dtype_groups(kernel: str, instance: Callable[[str, numpy.dtype], str], chunk: int) -> tuple:
-    """Per operator, the eager instances (see :func:`_eager`) in groups of ``chunk`` dtypes,
-    which the import's compile threads share, and the others in one lazy group."""
+def _dtype_groups(kernel: str, instance: Callable[[str, numpy.dtype], str], chunk: int, *,
+                  at_import: bool = True, capabilities: range | None = None) -> tuple:
+    """Per operator, the eager instances (see :func:`_eager`; none where ``at_import`` is false)
+    in groups of ``chunk`` dtypes, which the import's compile threads share on devices of
+    ``capabilities``, and the others in one lazy group."""
     groups = []
     for name, op in OPERATORS.items():
-        eager = [dtype for dtype in IN_DTYPES if _eager(op, dtype)]
+        eager = [dtype for dtype in IN_DTYPES if at_import and _eager(op, dtype)]
         for start in range(0, len(eager), chunk):
             part = eager[start:start + chunk]
             label = f" ({', '.join(d.name for d in part)})" if len(part) < len(eager) else ""
             groups.append(SOURCE.add(f"{kernel} {name}{label}",
-                                     [instance(op, dtype) for dtype in part]))
+                                     [instance(op, dtype) for dtype in part],
+                                     capabilities=capabilities))
         groups.append(SOURCE.add(f"{kernel} {name} (lazy)",
                                  [instance(op, dtype) for dtype in IN_DTYPES
-                                  if not _eager(op, dtype)], eager=False))
+                                  if dtype not in eager], eager=False))
     return tuple(groups)
 
 
@@ -437,18 +440,24 @@ LADDER = Ladder("scan", (
          "one pass: each tile looks back at its predecessors' published totals (decoupled "
          "look-back, folded in a fixed order), 16-byte words, rows laid end to end",
          # NVRTC takes 0.5-1.2 s per instance: one group of twelve was the cold import's last
-         # thread by 8 s (benchmarks/NOTES.md, item 52)
-         SOURCE, "scan_look_back", _dtype_groups("scan_look_back", _look_back_instance, 3),
+         # thread by 8 s (benchmarks/NOTES.md, item 52). auto never takes it: compiled on first
+         # use (its four groups were 13% of the cold import's NVRTC work; item 145)
+         SOURCE, "scan_look_back",
+         _dtype_groups("scan_look_back", _look_back_instance, 3, at_import=False),
          plan_look_back),
     Rung("blocked",
          "look_back's single pass with each thread scanning a run of consecutive elements: the "
          "tile staged in shared memory, one warp scan per thread instead of one per word",
-         SOURCE, "scan_blocked", _dtype_groups("scan_blocked", _blocked_instance, 3),
+         # auto's rung for rows where pipelined does not run: compiled at import there alone
+         SOURCE, "scan_blocked", _dtype_groups("scan_blocked", _blocked_instance, 3,
+                                               capabilities=range(PIPELINED_CAPABILITY)),
          plan_blocked),
     Rung("pipelined",
          "blocked's tiles taken in turn by resident blocks, two in flight: a block loads and "
          "scans its next tile while a warp of its own looks back for the one before",
-         SOURCE, "scan_pipelined", _dtype_groups("scan_pipelined", _pipelined_instance, 3),
+         SOURCE, "scan_pipelined",
+         _dtype_groups("scan_pipelined", _pipelined_instance, 3,
+                       capabilities=range(PIPELINED_CAPABILITY, 1000)),
          plan_pipelined, Needs(capability=PIPELINED_CAPABILITY)),
     Rung("columns",
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
