@@ -450,6 +450,37 @@ def test_split_column_partials_go_to_the_stream_scratch_where_they_fit(room):
         assert PARTIALS not in launch[2] and len(program.buffers) == 3
 
 
+@pytest.mark.parametrize(("op", "threads"), [("SumOp", 1024), ("MomentsOp", 1024),
+                                              ("MeanOp", 256), ("ArgMaxOp", 1024)])
+@pytest.mark.parametrize("resident", [None, 5])
+def test_one_pass_runs_whole_waves_of_its_blocks(op, threads, resident):
+    # one_pass's blocks per operator (256 threads for the mean's wide accumulator), grids of up
+    # to ONE_PASS_WAVES waves of the blocks an SM runs, segments that cover n, and never more
+    # partials than the scratch holds.
+    from gpukernels.ops.reduce import scratch_sizes
+    from gpukernels.ops.reduce.program import PARTIALS
+
+    F32 = numpy.dtype("float32")
+    result = F32 if op != "ArgMaxOp" else numpy.dtype("int64")
+    read, acc = reduce_dtypes.accumulator(op, F32, result, True)
+    written = reduce_dtypes.writes(op, read, acc, result, full=True)
+    per_sm = min(resident or 8, 2048 // threads)
+    for n in (1, 1000, 10**6, 2**26 + 3, 2**31):
+        program = Program(F32, scratch_sizes(132))
+        reduce_rungs.plan_one_pass(program, reduce_rungs.Problem(
+            op, n, 1, read, acc, written, (), 132,
+            resident=None if resident is None else (lambda instance, block: resident)))
+        (launch,) = [step for step in program.steps if step[0] == "launch"]
+        blocks, segment = launch[1].grid[0], launch[2][4]
+        assert launch[1].block == (threads, 1, 1) and f", {threads}>" in launch[1].instance
+        assert PARTIALS in launch[2] and blocks <= scratch_sizes(132)[0]
+        assert (blocks - 1) * segment < n <= blocks * segment
+        wave = per_sm * 132
+        assert blocks <= reduce_rungs.ONE_PASS_WAVES * wave
+        if n == 2**31:  # the most waves, of the blocks an SM runs
+            assert blocks > (reduce_rungs.ONE_PASS_WAVES - 1) * wave, blocks
+
+
 @pytest.mark.parametrize(("shape", "axes", "kernels"), [
     # runs of 1 KiB: the outermost group first (a column per thread), then the short rows
     ((256, 256, 256), (0, 2), ["reduce_cols<", "reduce_rows<"]),

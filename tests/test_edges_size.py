@@ -146,12 +146,13 @@ def reduction_sizes() -> list[int]:
         sizes |= {edge - 1, edge, edge + 1}
     # Where one_pass goes from one wave of blocks to two and three: strided inputs (an element
     # per step) and contiguous float32 (a 16-byte word per step).
-    wave_steps = reduce_rungs.ONE_PASS_MIN_STEPS * reduce_rungs.blocks_per_wave(
-        reduce_rungs.ONE_PASS_BLOCK, sms)
-    for per_step in (1, 4):
-        for waves in (2, 3):
-            edge = waves * wave_steps * reduce_rungs.ONE_PASS_BLOCK * per_step
-            sizes |= {edge - 1, edge, edge + 1}
+    # (blocks of 1024 threads, and the mean's of 256)
+    for block in (reduce_rungs.ONE_PASS_BLOCK, reduce_rungs.ONE_PASS_WIDE_BLOCK):
+        wave_steps = reduce_rungs.ONE_PASS_MIN_STEPS * reduce_rungs.blocks_per_wave(block, sms)
+        for per_step in (1, 4):
+            for waves in (2, 3):
+                edge = waves * wave_steps * block * per_step
+                sizes |= {edge - 1, edge, edge + 1}
     return sorted(sizes)
 
 

@@ -115,7 +115,7 @@ def test_accumulators_match_the_kernels_layout():
         assert dtypes.writes("MeanOp", f32, dtypes.MEAN, result, full=False) == result
         assert dtypes.writes("MomentsOp", f32, dtypes.MOMENTS, result, full=True) == \
             dtypes.MOMENTS
-    assert rungs.auto("MeanOp", 2**25, f32).name == "shuffle"
+    assert rungs.auto("MeanOp", 2**28, f32).name == "one_pass"
     assert rungs.auto("MomentsOp", 2**25, numpy.dtype("int32")).name == "shuffle"
     assert rungs.auto("MomentsOp", 2**24, f32).name == "one_pass"
 

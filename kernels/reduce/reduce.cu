@@ -78,7 +78,9 @@ reduce_shuffle(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 stri
 // rate; with one wave the grid ends when the slowest SM does, while with several, SMs that run
 // ahead start more blocks. The host launches it with 1024 threads per block: two blocks per SM
 // read two streams of addresses where eight blocks of 256 read eight (2^28 float32 on an H100:
-// 0.994 -> 1.010 of cupy.sum, which is CUB; benchmarks/NOTES.md, items 31 and 36).
+// 0.994 -> 1.010 of cupy.sum, which is CUB; benchmarks/NOTES.md, items 31 and 36). The mean's
+// wider accumulator leaves room for one such block an SM: its blocks are of 256 threads, five
+// an SM (2^26 float32, held: 2501 -> 2843 GB/s; items 143 and 145).
 // The segment is a whole number of block steps (16-byte words when contiguous), so every
 // segment of an aligned input starts aligned.
 // ---------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ from . import dtypes
 from .program import COUNTER, PARTIALS, Program
 
 __all__ = ["Problem", "LADDER", "ReduceRung", "AUTO", "auto", "blocks_per_wave", "BLOCK",
-           "ONE_PASS_BLOCK", "one_pass_max_blocks", "wave_blocks", "Resident"]
+           "ONE_PASS_BLOCK", "ONE_PASS_WIDE_BLOCK", "one_pass_block", "one_pass_max_blocks",
+           "wave_blocks", "Resident"]
 
 SOURCE = KernelSource("reduce/reduce.cu")
 
@@ -30,6 +31,12 @@ BLOCKS_PER_SM = 8  # BLOCK-thread blocks that fill an SM: enough warps to keep l
 # one_pass reads with two blocks of 1024 threads per SM, two streams of addresses instead of
 # eight (2^28 float32 on an H100: 1.010 of cupy.sum, was 0.994; benchmarks/NOTES.md, item 36).
 ONE_PASS_BLOCK = 1024
+# The mean's accumulator (a float64 sum and a count) leaves room for one block of 1024 threads
+# an SM, not two: its one_pass runs blocks of 256, five an SM (H100, held, 2^26 float32: 2501 ->
+# 2843 GB/s, 2^28 2707 -> 3052; benchmarks/NOTES.md, items 143 and 145). The arg-reductions'
+# gained at 2^26 float32 (2098 -> 2486 GB/s, where auto takes shuffle) but lost 2.4% at 2^28
+# int32, and var's moments nothing: they keep 1024.
+ONE_PASS_WIDE_BLOCK = 256
 # one_pass: whole waves of blocks, up to ONE_PASS_WAVES, each block one contiguous segment of at
 # least ONE_PASS_MIN_STEPS steps (a word or element per thread each: 128 KiB of 16-byte words),
 # so that SMs that run ahead take more blocks; small inputs keep one wave of longer segments.
@@ -59,9 +66,15 @@ def wave_blocks(instance: str, threads: int, multiprocessors: int,
     return resident(instance, threads) * multiprocessors
 
 
+def one_pass_block(op: str) -> int:
+    """Threads a block of one_pass for the operator ``op`` (``"SumOp"``, ...)."""
+    return ONE_PASS_WIDE_BLOCK if op == "MeanOp" else ONE_PASS_BLOCK
+
+
 def one_pass_max_blocks(multiprocessors: int) -> int:
-    """The most blocks one_pass launches (the partials it needs room for)."""
-    return ONE_PASS_WAVES * blocks_per_wave(ONE_PASS_BLOCK, multiprocessors)
+    """The most blocks one_pass launches (the partials it needs room for): whole waves of the
+    smaller blocks, each SM's threads filled."""
+    return ONE_PASS_WAVES * blocks_per_wave(ONE_PASS_WIDE_BLOCK, multiprocessors)
 
 
 @dataclass(frozen=True)
@@ -123,28 +136,31 @@ def plan_shuffle(program: Program, p: Problem) -> int:
     return _two_launches(program, p, "reduce_shuffle", "shuffle", _per_thread(p, True))
 
 
-def one_pass_segments(n: int, step: int, multiprocessors: int) -> tuple[int, int]:
+def one_pass_segments(n: int, step: int, one_wave: int) -> tuple[int, int]:
     """(blocks, segment length in elements) of one_pass over ``n`` elements, ``step`` elements
-    per block step: segments of whole steps (a block's first word is then as aligned as the
-    input's: segments of whole 16-byte words but not whole steps ran 1-3% slower); as many
-    whole waves of blocks as give each block ONE_PASS_MIN_STEPS steps or more, at least one
-    and at most ONE_PASS_WAVES. A partial last wave of a few blocks would hold the GPU for a
-    whole block's time while most SMs idle, since every block has the same work."""
+    per block step, ``one_wave`` blocks filling every SM once: segments of whole steps (a
+    block's first word is then as aligned as the input's: segments of whole 16-byte words but
+    not whole steps ran 1-3% slower); as many whole waves of blocks as give each block
+    ONE_PASS_MIN_STEPS steps or more, at least one and at most ONE_PASS_WAVES. A partial last
+    wave of a few blocks would hold the GPU for a whole block's time while most SMs idle, since
+    every block has the same work."""
     steps = builtins.max(1, ceil_div(n, step))
-    one_wave = blocks_per_wave(ONE_PASS_BLOCK, multiprocessors)
     waves = builtins.max(1, builtins.min(ONE_PASS_WAVES, steps // (ONE_PASS_MIN_STEPS * one_wave)))
     segment_steps = ceil_div(steps, builtins.min(steps, waves * one_wave))
     return ceil_div(steps, segment_steps), segment_steps * step
 
 
 def plan_one_pass(program: Program, p: Problem) -> int:
-    """Blocks of ONE_PASS_BLOCK threads over contiguous segments; the last block to finish
-    folds the partials (one launch)."""
-    blocks, segment = one_pass_segments(p.n, ONE_PASS_BLOCK * _per_thread(p, True),
-                                        p.multiprocessors)
+    """Blocks of :func:`one_pass_block` threads over contiguous segments, in whole waves of
+    the blocks an SM runs (:func:`wave_blocks`); the last block to finish folds the partials
+    (one launch)."""
+    block = one_pass_block(p.op)
+    instance = _instance("reduce_one_pass", p.op, p.read, p.acc, p.out, block)
+    one_wave = builtins.min(wave_blocks(instance, block, p.multiprocessors, p.resident),
+                            blocks_per_wave(block, p.multiprocessors))
+    blocks, segment = one_pass_segments(p.n, block * _per_thread(p, True), one_wave)
     result = program.allocate(p.out_shape, p.out)
-    program.launch(Launch(SOURCE, _instance("reduce_one_pass", p.op, p.read, p.acc, p.out,
-                                            ONE_PASS_BLOCK), (blocks, 1, 1), (ONE_PASS_BLOCK, 1, 1)),
+    program.launch(Launch(SOURCE, instance, (blocks, 1, 1), (block, 1, 1)),
                    ((p.source, 0), (result, 0), p.n, p.stride, segment, PARTIALS, COUNTER),
                    "one_pass")
     return result
@@ -158,13 +174,14 @@ class ReduceRung(Rung):
     float32_sums_in_float64: bool = True
 
 
-def _groups(kernel: str, block: int, passes: Callable, eager: bool, wide: bool = True) -> tuple:
+def _groups(kernel: str, block: Callable[[str], int], passes: Callable, eager: bool,
+            wide: bool = True) -> tuple:
     """A group per operator of the instances ``passes(read, acc, out)`` gives, over every
     (read, accumulator, written) triple that operator can plan (``wide``: float32 sums in
-    float64)."""
+    float64), in blocks of ``block(op)`` threads."""
     groups = []
     for operation, op in dtypes.OPERATORS.items():
-        instances = [_instance(kernel, op, source, acc, out, block)
+        instances = [_instance(kernel, op, source, acc, out, block(op))
                      for read, acc, written in dtypes.reachable(operation, wide, True)
                      for source, out in passes(read, acc, written)]
         groups.append(SOURCE.add(f"{kernel} {operation}", instances,
@@ -181,37 +198,38 @@ LADDER = Ladder("reduce", (
     ReduceRung("two_pass",
                "grid-stride register sums, shared-memory tree, second launch over partials",
                SOURCE, "reduce_two_pass",
-               _groups("reduce_two_pass", BLOCK, _two_launch_passes, eager=False, wide=False),
+               _groups("reduce_two_pass", lambda op: BLOCK, _two_launch_passes, eager=False, wide=False),
                plan_two_pass, float32_sums_in_float64=False),
     ReduceRung("shuffle",
                "16-byte loads and warp shuffles (one barrier per block); still two launches",
                SOURCE, "reduce_shuffle",
-               _groups("reduce_shuffle", BLOCK, _two_launch_passes, eager=False),
+               _groups("reduce_shuffle", lambda op: BLOCK, _two_launch_passes, eager=False),
                plan_shuffle),
     ReduceRung("one_pass",
                "a contiguous segment per block, up to 32 waves; the last block folds the "
                "partials: a single launch",
                SOURCE, "reduce_one_pass",
-               _groups("reduce_one_pass", ONE_PASS_BLOCK,
+               _groups("reduce_one_pass", one_pass_block,
                        lambda read, acc, written: ((read, written),), eager=True),
                plan_one_pass),
 ))
 #: ``method="auto"`` for full reductions.
 AUTO = LADDER["one_pass"]
-# Operators with wider accumulators from 2^25 elements on: shuffle's grid-stride wave of
+# var's moments and float argmin/argmax from 2^25 elements on: shuffle's grid-stride wave of
 # 256-thread blocks kept them at the memory's speed where one_pass's segments did not (2^28
 # float32 on an H100, per call, against CUB's sum: var shuffle 0.85, one_pass 0.67, with 1024-
-# or 256-thread blocks alike; argmax 0.97 and 0.74, torch.argmax 0.97; mean 0.97 and 0.88,
-# torch.mean 1.00; on int32 argmax both match torch); below, one_pass's single launch costs
-# less per call (var at 2^24: one_pass 0.67, shuffle 0.54; mean 0.99 and 0.91).
+# or 256-thread blocks alike; argmax 0.97 and 0.74, torch.argmax 0.97; on int32 argmax both
+# match torch); below, one_pass's single launch costs less per call (var at 2^24: one_pass
+# 0.67, shuffle 0.54). The mean takes one_pass at every size since its blocks are of 256
+# threads (2^26 float32, per call: one_pass 0.1002 ms, shuffle 0.1064; NOTES, item 143).
 SHUFFLE_FROM = 2**25
 
 
 def auto(op: str, n: int, dtype: numpy.dtype) -> ReduceRung:
     """The rung ``method="auto"`` runs for a full reduction of ``n`` elements of ``dtype``
-    with ``op``: one_pass, or shuffle for mean, var's moments and float argmin/argmax from
+    with ``op``: one_pass, or shuffle for var's moments and float argmin/argmax from
     SHUFFLE_FROM elements."""
-    heavy = op in ("MomentsOp", "MeanOp") or (op in dtypes.ARG_OPERATORS and dtype.kind == "f")
+    heavy = op == "MomentsOp" or (op in dtypes.ARG_OPERATORS and dtype.kind == "f")
     if heavy and n >= SHUFFLE_FROM:
         return LADDER["shuffle"]  # type: ignore[return-value]
     return AUTO  # type: ignore[return-value]
