@@ -43,7 +43,7 @@ def call(op, x):
     ("transpose", ("naive", "naive_col", "shared", "vector", "words", "words_async",
                    "narrow")),
     ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile", "mma",
-                "wgmma", "split_k")),
+                "wgmma", "split_k", "gemv")),
     ("reduce", ("two_pass", "shuffle", "one_pass")),
     ("sum", ("two_pass", "shuffle", "one_pass")),
     ("max", ("two_pass", "shuffle", "one_pass")),
@@ -309,6 +309,16 @@ def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):
     assert matmul_rungs.choose(_problem(capability, "float16", "highest", big)).name == expected
     # A few tiles and a long K: on Hopper, split_k; elsewhere mma.
     few = _problem(capability, "float16", "highest", (1, 128, 64, 8192))
+    # At most 16 rows of float16 or bfloat16 (decode steps): gemv where mma is the other
+    # choice; the Hopper rungs on 9.0.
+    for rows in (1, 16):
+        for dtype in ("float16", "bfloat16"):
+            decode = _problem(capability, dtype, "highest", (1, rows, 8192, 8192))
+            assert matmul_rungs.choose(decode).name == ("split_k" if expected == "wgmma"
+                                                        else "gemv")
+    assert matmul_rungs.choose(_problem(capability, "float16", "highest",
+                                        (1, 17, 8192, 8192))).name != "gemv"
+    assert matmul_rungs.choose(_problem(capability, shape=(1, 16, 8192, 8192))).name != "gemv"
     assert matmul_rungs.choose(few).name == ("split_k" if expected == "wgmma" else "mma")
     short = _problem(capability, "float16", "highest", (1, 128, 64, 200))  # K: one slice only
     assert matmul_rungs.choose(short).name == expected

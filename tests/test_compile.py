@@ -253,6 +253,9 @@ def _matmul_problems():
         for K, precision, capability in itertools.product((10, 2**32), matmul_rungs.PRECISIONS,
                                                            (75, 80, 90)):
             yield matmul_rungs.Problem(2, 64, 64, K, result, precision, capability, 132)
+            # decode steps: one row and sixteen (gemv's two row tiles)
+            yield matmul_rungs.Problem(1, 1, 8192, K, result, precision, capability, 132)
+            yield matmul_rungs.Problem(1, 16, 8192, K, result, precision, capability, 132)
             yield matmul_rungs.Problem(2, 64, 128, K, result, precision, capability, 132)
             yield matmul_rungs.Problem(2, 1024, 1024, K, result, precision, capability, 132)
             yield matmul_rungs.Problem(2, 256, 100, K, result, precision, capability, 132)

@@ -33,6 +33,9 @@ def tensor_cores(request):
     method = getattr(request.node, "callspec", None) and request.node.callspec.params.get("method")
     if method in ("wgmma", "split_k") and capability != 90:
         pytest.skip(f"the {method} rung runs on compute capability 9.0 only")
+    kind = getattr(request.node, "callspec", None) and request.node.callspec.params.get("kind")
+    if method == "gemv" and kind == "tf32":
+        pytest.skip("gemv multiplies 16-bit types (test_gemv_refuses_float32 holds it to that)")
 
 
 def assert_tensor_close(got, a, b, *, tf32: bool, context: str):
@@ -171,6 +174,18 @@ def test_tf32_only_when_asked(rng):
     x = cupy.full((2, 2), 2049.0, numpy.float32)
     assert float(gk.matmul(x, x)[0, 0]) == 2 * 2049.0**2
     assert float(gk.matmul(x, x, precision="tf32")[0, 0]) != 2 * 2049.0**2
+
+
+def test_gemv_refuses_float32(rng):
+    a = cupy.asarray(reference.random_array((4, 64), numpy.float32, rng))
+    b = cupy.asarray(reference.random_array((64, 64), numpy.float32, rng))
+    with pytest.raises(TypeError, match="gemv rung multiplies float16 and bfloat16"):
+        gk.matmul(a, b, method="gemv", precision="tf32")
+    with pytest.raises(ValueError, match="precision='tf32'"):
+        gk.matmul(a, b, method="gemv")
+    # the library still works after the refusals
+    numpy.testing.assert_allclose(cupy.asnumpy(gk.matmul(a, b)), cupy.asnumpy(a) @ cupy.asnumpy(b),
+                                  rtol=1e-5, atol=1e-5)
 
 
 def test_auto_picks_tensor_cores_for_16_bit_floats_and_tf32(rng):
@@ -404,3 +419,58 @@ def test_split_k_sums_its_slices_in_one_order(shapes, kind, rng):
     assert launches[-2].grid[2] > 1  # K really is split
     assert_right_and_repeatable(got, out, (a, b, da, db), "split_k", f"split_k {pair_id(shapes)}",
                                 precision=precision)
+
+
+# --- gemv: a few rows of A ------------------------------------------------------------------------
+
+# (M, K, N): rows around gemv's row tiles of 8 and 16 and past them, columns around its 64-column
+# tiles and not whole 16-byte words, K from one row to enough for several splits of K.
+GEMV_SHAPES = [(1, 1, 1), (1, 16, 64), (1, 17, 65), (7, 129, 63), (8, 300, 8), (9, 1000, 520),
+               (16, 4097, 1000), (17, 100, 130), (33, 64, 200), (1, 8192, 4096), (16, 6000, 2050),
+               (3, 20000, 72)]
+
+
+@pytest.mark.parametrize("dtype", [numpy.dtype(numpy.float16), BFLOAT16], ids=str)
+@pytest.mark.parametrize("layout", ["as-is", "b-unaligned", "b-column-major", "batched",
+                                    "reversed"])
+@pytest.mark.parametrize("shape", GEMV_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gemv_products_of_few_rows(shape, layout, dtype, rng):
+    # Every layout of B the rung reads (16-byte words, elements one at a time), splits of K
+    # folded by the last block, results poisoned first and repeated bit for bit.
+    M, K, N = shape
+    a = reference.random_array((M, K), dtype, rng)
+    b = reference.random_array((K, N), dtype, rng)
+    da, db = cupy.asarray(a), cupy.asarray(b)
+    if layout == "b-unaligned":  # rows start one element past 16-byte boundaries
+        db = cupy.asarray(numpy.concatenate([numpy.zeros(1, dtype), b.ravel()]))[1:].reshape(K, N)
+    elif layout == "b-column-major":
+        db = cupy.ascontiguousarray(db.T).T
+    elif layout == "batched":  # A broadcast over three products of B
+        b = numpy.stack([b, -b, b[::-1]])
+        db = cupy.asarray(b)
+    elif layout == "reversed":
+        a, b = a[::-1], b[::-1, ::-1]
+        da, db = da[::-1], db[::-1, ::-1]
+    out = poisoned(numpy.matmul(a, b).shape, dtype)
+    with record_launches() as launches:
+        got = gk.matmul(da, db, method="gemv", out=out)
+    assert [launch.rung for launch in launches] == ["gemv"] * len(launches) and launches
+    assert_right_and_repeatable(got, out, (a, b, da, db), "gemv", f"gemv {shape} {layout}")
+
+
+def test_gemv_decode_step_splits_k(rng):
+    # One row of 8192 against 8192 x 8192 (auto's rung off Hopper): K split over several blocks
+    # a column tile, the ticket of each tile back at 0 for the next call (the same bytes again).
+    a = reference.random_array((1, 8192), numpy.float16, rng)
+    b = reference.random_array((8192, 8192), numpy.float16, rng)
+    da, db = cupy.asarray(a), cupy.asarray(b)
+    out = poisoned((1, 8192), numpy.float16)
+    with record_launches() as launches:
+        got = gk.matmul(da, db, out=out, method="gemv")
+    assert [launch.rung for launch in launches] == ["gemv"], launches
+    assert launches[0].grid[1] > 1  # K is split
+    assert_right_and_repeatable(got, out, (a, b, da, db), "gemv", "decode 1x8192x8192")
+    hopper = int(cupy.cuda.Device().compute_capability) == 90
+    with record_launches() as launches:
+        gk.matmul(da, db)
+    assert launches[0].rung == ("split_k" if hopper else "gemv"), launches

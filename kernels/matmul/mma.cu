@@ -1,6 +1,7 @@
-// mma.cu - rung 7 of the matmul ladder: the tensor cores through warp-wide mma.sync (sm_80 and
-// newer). Same signature and grid mapping as the rungs in simt.cu, with the launch geometry as
-// template arguments:
+// mma.cu - rungs 7 and 10 of the matmul ladder: the tensor cores through warp-wide mma.sync
+// (sm_80 and newer). Rung 10 (gemv, products of a few rows) is at the end of the file, with its
+// own signature and contract. Rung 7 has the same signature and grid mapping as the rungs in
+// simt.cu, with the launch geometry as template arguments:
 //
 //   matmul_mma<T, Index, ALIGNED, THREADS, BM, BN, STAGES, SHARED_BYTES>(A, B, C, M, N, K, batch,
 //       a_batch_stride, a_row_stride, a_col_stride, b_batch_stride, b_row_stride, b_col_stride)
@@ -606,6 +607,215 @@ __global__ void __launch_bounds__(THREADS, 2)
                               n + 1 < N, pair);
             }
         }
+    }
+#else
+    asm volatile("trap;");  // the host launches this rung on sm_80 and newer only
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 10 - gemv: products with a few rows of A (decode steps: M of 1 to 16), bound by reading
+// B once. Rung 7's 128 x 128 tiles (and rung 9's 64-row ones) compute rows of zeros there and
+// stage B through shared memory; here each warp streams 16 rows x 64 columns of B straight
+// from global memory into registers (four 16-byte loads a lane, every 128-byte line whole) and
+// feeds them to mma.sync as the *A* operand of D^T = B^T A^T: a lane's two rows of one column
+// pair up into the 16-bit pairs the fragment wants (byte permutes), and which of the tile's
+// k and n each fragment slot stands for is this kernel's own numbering, the same for B and A,
+// so the sums are those of C = A B. A (8 or 16 rows of the tile, MT = 1 or 2 mma columns) is
+// read from L1 as the B operand. Launch contract (ops/matmul/rungs.py, GEMV_*):
+//   threads per block : THREADS = 256 (8 warps along K), blockDim = (THREADS, 1, 1)
+//   grid              : (ceil(N / 64), splits, matrices x ceil(M / (8 MT)))
+//   a block           : 64 columns of C, 8 MT rows, rows [split * k_split, + k_split) of K
+// The warps' tiles are summed in shared memory in warp order; with one split the block writes
+// C, else its float32 tile goes to partials and the last of the tile's blocks to finish (an
+// integer ticket, as reduce_one_pass) adds the splits in split order and writes C, resetting
+// the ticket. Every sum has one order: results are bitwise reproducible. ALIGNED: B has unit
+// column stride and 16-byte aligned rows (the host checks), so a lane loads whole words.
+// Measured (H100, held, of a device copy; NOTES 146): 1 x 8192 x 8192 float16 0.94 (rung 9's
+// split_k 0.97, cuBLAS 1.06), 16 x 8192 x 8192 0.86 (0.93): on Hopper auto keeps rung 9.
+// ---------------------------------------------------------------------------------------------
+// 8 consecutive 16-bit elements of one row of B (zeros past N or outside the K range).
+template <typename T, bool ALIGNED>
+__device__ __forceinline__ uint4 gk_gemv_load_b(const T* __restrict__ row, int n, int N,
+                                                i64 col_stride, bool in) {
+    uint4 w = make_uint4(0u, 0u, 0u, 0u);
+    if (!in) return w;
+    if (ALIGNED && n + 8 <= N) return __ldg(reinterpret_cast<const uint4*>(row + n));
+    unsigned short h[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        h[i] = n + i < N ? __ldg(reinterpret_cast<const unsigned short*>(row + (n + i) * col_stride))
+                         : (unsigned short)0;
+    }
+    w.x = h[0] | ((unsigned)h[1] << 16);
+    w.y = h[2] | ((unsigned)h[3] << 16);
+    w.z = h[4] | ((unsigned)h[5] << 16);
+    w.w = h[6] | ((unsigned)h[7] << 16);
+    return w;
+}
+
+// A[m][k], A[m][k + 1] as one pair (zeros past M or outside [k, k_end)).
+template <typename T>
+__device__ __forceinline__ unsigned gk_gemv_load_a(const T* __restrict__ A, int m, int M, int k,
+                                                   int k_end, i64 row_stride, i64 col_stride) {
+    if (m >= M) return 0u;
+    const unsigned short* p = reinterpret_cast<const unsigned short*>(A + m * row_stride);
+    const unsigned lo = k < k_end ? __ldg(p + k * col_stride) : 0u;
+    const unsigned hi = k + 1 < k_end ? __ldg(p + (k + 1) * col_stride) : 0u;
+    return lo | (hi << 16);
+}
+
+__device__ __forceinline__ unsigned gk_gemv_word(const uint4& w, int j) {
+    return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
+}
+
+template <typename T, int THREADS, int MT, bool ALIGNED>
+__global__ void __launch_bounds__(THREADS, 2)
+matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M, int N,
+            int K, int m_blocks, int k_split, i64 a_batch_stride, i64 a_row_stride,
+            i64 a_col_stride, i64 b_batch_stride, i64 b_row_stride, i64 b_col_stride,
+            float* __restrict__ partials, unsigned int* __restrict__ tickets) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int GK_GEMV_COLS = 64;  // columns of C a block: 8 lanes x 8, 128-byte rows of B
+    constexpr int GK_GEMV_ROWS = 16;  // rows of B a warp takes per step: an mma's K
+    constexpr int WARPS = THREADS / 32, MB = 8 * MT, TILE = MB * GK_GEMV_COLS;
+    static_assert(THREADS % 32 == 0 && TILE % THREADS == 0, "whole warps; whole tile passes");
+    __shared__ float warp_sums[WARPS][TILE];
+    __shared__ bool is_last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int matrix = blockIdx.z / m_blocks, m0 = (blockIdx.z % m_blocks) * MB;
+    const int n0 = blockIdx.x * GK_GEMV_COLS, n = n0 + 8 * g;
+    const int k_begin = blockIdx.y * k_split;
+    const int k_end = min(K, k_begin + k_split);
+    const T* Am = A + matrix * a_batch_stride + (i64)m0 * a_row_stride;
+    const T* Bm = B + matrix * b_batch_stride;
+    float acc[MT][4][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[mt][j][i] = 0.f;
+    // The lane's rows of a step: kb + 2t, kb + 2t + 1 (its fragment's pair t) and kb + 2t + 8,
+    // + 9 (pair t + 4); its columns n .. n + 7. A ring of DEPTH steps: the loads of the step
+    // DEPTH - 1 ahead go out before each step's products.
+    auto load = [&](uint4 (&r)[4], int kb) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int k = kb + 2 * t + (i & 1) + 8 * (i >> 1);
+            r[i] = gk_gemv_load_b<T, ALIGNED>(Bm + k * b_row_stride, n, N, b_col_stride,
+                                              k < k_end);
+        }
+    };
+    // A's 8 MT rows x 16 columns of a step, staged in the warp's own rows of 48 bytes (lane
+    // (g, t) then reads words 12 g + t and 12 g + t + 4: distinct banks): one 16-byte load a
+    // lane where A's rows are whole words, its elements one at a time otherwise.
+    __shared__ uint4 a_tiles[WARPS][MB][3];
+    const bool a_words = a_col_stride == 1 && a_row_stride % 8 == 0 &&
+                         reinterpret_cast<unsigned long long>(Am) % 16 == 0;
+    auto stage_a = [&](int kb) {
+        __syncwarp();  // every lane has read the step before
+        if (lane < 2 * MB) {
+            const int row = lane >> 1, k = kb + 8 * (lane & 1);
+            uint4 w = make_uint4(0u, 0u, 0u, 0u);
+            if (row < M - m0) {
+                const T* p = Am + row * a_row_stride;
+                if (a_words && k + 8 <= k_end) {
+                    w = __ldg(reinterpret_cast<const uint4*>(p + k));
+                } else {
+                    w.x = gk_gemv_load_a(p, 0, 1, k, k_end, 0, a_col_stride);
+                    w.y = gk_gemv_load_a(p, 0, 1, k + 2, k_end, 0, a_col_stride);
+                    w.z = gk_gemv_load_a(p, 0, 1, k + 4, k_end, 0, a_col_stride);
+                    w.w = gk_gemv_load_a(p, 0, 1, k + 6, k_end, 0, a_col_stride);
+                }
+            }
+            a_tiles[warp][row][lane & 1] = w;
+        }
+        __syncwarp();
+    };
+    auto step = [&](const uint4 (&r)[4], int kb) {
+        stage_a(kb);
+        const unsigned* a_rows = reinterpret_cast<const unsigned*>(a_tiles[warp]);
+        unsigned b[MT][2];  // A's pairs: rows m0 + 8 mt + g, columns kb + 2t (+ 8)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            b[mt][0] = a_rows[(8 * mt + g) * 12 + t];
+            b[mt][1] = a_rows[(8 * mt + g) * 12 + t + 4];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            // Fragment rows g and g + 8 of product j are columns n + 2j and n + 2j + 1; its
+            // k pairs t and t + 4 are rows kb + 2t (+1) and kb + 2t + 8 (+9).
+            const unsigned w0 = gk_gemv_word(r[0], j), w1 = gk_gemv_word(r[1], j);
+            const unsigned w2 = gk_gemv_word(r[2], j), w3 = gk_gemv_word(r[3], j);
+            const unsigned a[4] = {__byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632),
+                                   __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632)};
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) gk_mma_k16(acc[mt][j], a, b[mt][0], b[mt][1], T());
+        }
+    };
+    constexpr int STEP = WARPS * GK_GEMV_ROWS, DEPTH = 3;
+    const int first = k_begin + warp * GK_GEMV_ROWS;
+    uint4 ring[DEPTH][4];
+#pragma unroll
+    for (int d = 0; d < DEPTH - 1; ++d) load(ring[d], first + d * STEP);
+    for (int kb = first; kb < k_end; kb += DEPTH * STEP) {
+#pragma unroll
+        for (int d = 0; d < DEPTH; ++d) {  // steps past k_end load nothing and add zeros
+            load(ring[(d + DEPTH - 1) % DEPTH], kb + (d + DEPTH - 1) * STEP);
+            step(ring[d], kb + d * STEP);
+        }
+    }
+    // acc[mt][j]: (column n + 2j, row m0 + 8 mt + 2t), (n + 2j, + 1), (n + 2j + 1, 2t),
+    // (n + 2j + 1, 2t + 1); the tile's element (row r, column c) is warp_sums[.][r * 64 + c].
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        const int row = 8 * mt + 2 * t;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int col = 8 * g + 2 * j;
+            warp_sums[warp][row * GK_GEMV_COLS + col] = acc[mt][j][0];
+            warp_sums[warp][(row + 1) * GK_GEMV_COLS + col] = acc[mt][j][1];
+            warp_sums[warp][row * GK_GEMV_COLS + col + 1] = acc[mt][j][2];
+            warp_sums[warp][(row + 1) * GK_GEMV_COLS + col + 1] = acc[mt][j][3];
+        }
+    }
+    __syncthreads();
+    float sums[TILE / THREADS];
+#pragma unroll
+    for (int e = 0; e < TILE / THREADS; ++e) {
+        const int i = e * THREADS + threadIdx.x;
+        float s = warp_sums[0][i];
+#pragma unroll
+        for (int w = 1; w < WARPS; ++w) s += warp_sums[w][i];
+        sums[e] = s;
+    }
+    T* Cm = C + ((i64)matrix * M + m0) * N;
+    const i64 tile = (i64)blockIdx.z * gridDim.x + blockIdx.x;
+    if (gridDim.y > 1) {
+        float* mine = partials + (tile * gridDim.y + blockIdx.y) * TILE;
+#pragma unroll
+        for (int e = 0; e < TILE / THREADS; ++e) mine[e * THREADS + threadIdx.x] = sums[e];
+        __threadfence();  // the partial is visible to every block before the ticket is taken
+        __syncthreads();
+        if (threadIdx.x == 0) is_last = atomicAdd(tickets + tile, 1u) == gridDim.y - 1;
+        __syncthreads();
+        if (!is_last) return;
+        __threadfence();  // see the other splits' partials
+        const float* all = partials + tile * gridDim.y * TILE;
+#pragma unroll
+        for (int e = 0; e < TILE / THREADS; ++e) {
+            const int i = e * THREADS + threadIdx.x;
+            float s = __ldcg(all + i);
+            for (int split = 1; split < (int)gridDim.y; ++split) s += __ldcg(all + split * TILE + i);
+            sums[e] = s;
+        }
+        if (threadIdx.x == 0) tickets[tile] = 0u;
+    }
+#pragma unroll
+    for (int e = 0; e < TILE / THREADS; ++e) {
+        const int i = e * THREADS + threadIdx.x, row = i / GK_GEMV_COLS, col = n0 + i % GK_GEMV_COLS;
+        if (m0 + row < M && col < N) Cm[(i64)row * N + col] = gk_round<T>(sums[e]);
     }
 #else
     asm volatile("trap;");  // the host launches this rung on sm_80 and newer only

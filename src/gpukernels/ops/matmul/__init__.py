@@ -28,6 +28,7 @@ from ..._core.launch import (
     finish_out,
     index_type,
     prepare_out,
+    resident_blocks,
     span,
 )
 from . import check, rungs, tensor_map
@@ -229,6 +230,78 @@ def _simt_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: in
     return launches
 
 
+#: gemv's scratch per (device, stream): the splits' float32 partial tiles and a ticket per tile
+#: of C (0 at launch, left at 0 by the kernel). Launches on one stream run in order, so they
+#: share it; it grows to the largest launch.
+_GEMV_SCRATCH: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+
+class _GemvCall:
+    """A gemv launch with its scratch (:data:`_GEMV_SCRATCH`): ``partials`` floats and
+    ``tickets`` tickets."""
+
+    __slots__ = ("call", "partials", "tickets")
+
+    def __init__(self, call: KernelCall, partials: int, tickets: int) -> None:
+        self.call, self.partials, self.tickets = call, partials, tickets
+
+    def __call__(self, a: Any, b: Any, c: Any) -> None:
+        cupy = _device.cupy
+        key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
+        found = _GEMV_SCRATCH.get(key)
+        if found is None or found[0].size < self.partials or found[1].size < self.tickets:
+            size = (builtins.max(self.partials, found[0].size if found else 1),
+                    builtins.max(self.tickets, found[1].size if found else 1))
+            found = _GEMV_SCRATCH[key] = (cupy.empty(size[0], numpy.float32),
+                                          cupy.zeros(size[1], numpy.uint32))
+        self.call(a, b, c, *found)
+
+
+def _gemv_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int,
+                   K: int) -> list:
+    """gemv's launches: column tiles of 64 in x, splits of K in y (as many as fill one wave of
+    the blocks the SMs run, :func:`rungs.gemv_splits`), tiles of 8 or 16 rows of each matrix
+    in z, in several launches past gridDim.z's 65535 (each with the byte offsets of A, B and
+    C)."""
+    compute, (tile_rows, tile_cols) = shape.compute, shape.tile
+    batch = a_stack.shape[0]
+    unit = 16 // compute.itemsize
+    b_strides = [s // b_stack.itemsize for s in b_stack.strides]
+    aligned = b_stack.data.ptr % 16 == 0 and (b_strides[2] == 1 or N == 1) and \
+        b_strides[1] % unit == 0 and b_strides[0] % unit == 0
+    instance = shape.instance("int", aligned)
+    m_blocks = ceil_div(M, tile_rows)
+    if m_blocks <= MAX_GRID_YZ:  # (first matrix, matrices, first row, rows)
+        per_launch = builtins.max(1, MAX_GRID_YZ // m_blocks)
+        chunks = [(i, builtins.min(per_launch, batch - i), 0, M)
+                  for i in range(0, batch, per_launch)]
+    else:
+        rows_per_launch = MAX_GRID_YZ * tile_rows
+        chunks = [(i, 1, r, builtins.min(rows_per_launch, M - r))
+                  for i in range(batch) for r in range(0, M, rows_per_launch)]
+    strips = ceil_div(N, tile_cols)
+    slots = resident_blocks(shape.rung.source, instance, rungs.GEMV_THREADS) * \
+        _device.multiprocessor_count()
+    itemsize = compute.itemsize
+    strides = [numpy.int64(s // x.itemsize) for x in (a_stack, b_stack) for s in x.strides]
+    launches = []
+    for first, count, row, rows in chunks:
+        tiles_z = count * ceil_div(rows, tile_rows)
+        splits, k_rows = rungs.gemv_splits(K, strips * tiles_z, slots)
+        args = (Array(0), Array(1), Array(2), numpy.int32(rows), numpy.int32(N), numpy.int32(K),
+                numpy.int32(ceil_div(rows, tile_rows)), numpy.int32(k_rows), *strides,
+                Array(3), Array(4))
+        call = KernelCall(shape.rung.source, instance, (strips, splits, tiles_z), shape.block,
+                          args, 0, shape.rung.name)
+        tiles = strips * tiles_z
+        offsets = (first * a_stack.strides[0] + row * a_stack.strides[1],
+                   first * b_stack.strides[0], (first * M + row) * N * itemsize)
+        launches.append((_GemvCall(call, tiles * splits * tile_rows * tile_cols
+                                   if splits > 1 else 1, tiles),
+                         offsets if any(offsets) else None))
+    return launches
+
+
 class _Wgmma:
     """The Hopper rungs' launches: a tensor map per operand, then one launch per 65535
     matrices (split_k: into a float32 workspace of partial tiles, then the launch that sums
@@ -383,6 +456,8 @@ def _plan(a: Any, b: Any, rung: rungs.Rung | None, precision: str, c_address: in
     c_aligned = (plan.in_place and c_address % 16 == 0) or not plan.in_place
     if K == 0:
         plan.zero = True
+    elif chosen.name == "gemv":
+        plan.launches = _gemv_launches(shape, a_stack, b_stack, M, N, K)
     elif chosen.name in rungs.HOPPER_RUNGS:
         plan.wgmma = _Wgmma(shape, a_stack, b_stack, M, N, K, batch, plan.a, plan.b)
     else:

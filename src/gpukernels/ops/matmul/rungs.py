@@ -97,6 +97,8 @@ class Shape:
     def instance(self, index: str, aligned: bool) -> str:
         if self.rung.name in HOPPER_RUNGS:  # one instance per type and tile width
             return hopper_instance(self.rung.name, self.compute, self.tile)
+        if self.rung.name == "gemv":  # 32-bit loop indices, 64-bit offsets
+            return _gemv_instance(self.compute, self.tile[0], aligned)
         return _INSTANCE[self.rung.name](self.compute, index, aligned and self.aligned_flag)
 
 
@@ -220,6 +222,49 @@ def _check_tensor_cores(p: Problem, name: str) -> numpy.dtype:
 def plan_mma(p: Problem) -> Shape:
     compute = _check_tensor_cores(p, "mma")
     return Shape(LADDER["mma"], (MMA_THREADS, 1, 1), MMA_TILE, MMA_SHARED_BYTES, compute, True)
+
+
+# --- rung 10: gemv (kernels/matmul/mma.cu) --------------------------------------------------------------
+
+GEMV_THREADS = 256  # 8 warps, each its own rows of B
+GEMV_COLS = 64  # columns of C per block: a warp's 16 rows of B are whole 128-byte lines
+GEMV_WARP_ROWS = 16  # rows of B a warp takes per step: an mma's K
+#: ``auto`` takes gemv for products of at most this many rows: two mma columns of 8 rows.
+GEMV_MAX_ROWS = 16
+#: A split of K gives each warp at least this many steps (its loads' latency amortised).
+GEMV_MIN_WARP_STEPS = 4
+
+
+def gemv_rows(M: int) -> int:
+    """Rows of C a gemv block computes: 8 (one mma column of A) for M up to 8, else 16."""
+    return 8 if M <= 8 else 16
+
+
+def _gemv_instance(compute: numpy.dtype, rows: int, aligned: bool) -> str:
+    return (f"matmul_gemv<{TENSOR_CORE_C_TYPES[compute]}, {GEMV_THREADS}, {rows // 8}, "
+            f"{'true' if aligned else 'false'}>")
+
+
+def gemv_splits(K: int, blocks: int, slots: int) -> tuple[int, int]:
+    """(splits, rows of K each) for a gemv launch of ``blocks`` blocks per split where the
+    GPU runs ``slots`` at once: enough splits of K to fill them (a wave, not more), each a
+    whole number of the block's steps and at least GEMV_MIN_WARP_STEPS steps a warp."""
+    step = GEMV_THREADS // 32 * GEMV_WARP_ROWS
+    most = max(1, K // (GEMV_MIN_WARP_STEPS * step))
+    splits = max(1, min(most, slots // max(1, blocks)))
+    rows = ceil_div(ceil_div(max(K, 1), splits), step) * step
+    return ceil_div(max(K, 1), rows), rows
+
+
+def plan_gemv(p: Problem) -> Shape:
+    compute = _check_tensor_cores(p, "gemv")
+    if compute == numpy.float32:
+        raise TypeError("the gemv rung multiplies float16 and bfloat16; TF32 products run on "
+                        "mma, wgmma and split_k")
+    if max(p.M, p.N, p.K) >= 2**31:
+        raise ValueError("the gemv rung takes M, N and K below 2**31")
+    return Shape(LADDER["gemv"], (GEMV_THREADS, 1, 1), (gemv_rows(p.M), GEMV_COLS), 0, compute,
+                 True)
 
 
 # --- rung 8: wgmma (kernels/matmul/wgmma.cu) ----------------------------------------------------------
@@ -444,6 +489,14 @@ SPLIT_K_SUM_GROUPS = tuple(
                      eager=c != BFLOAT16) for c in TENSOR_CORE_C_TYPES)
 
 
+def _gemv_groups() -> tuple:
+    """float16's instances at import (auto's rung for decode steps), bfloat16's on first use."""
+    return tuple(MMA_SOURCE.add(f"gemv {TENSOR_CORE_C_TYPES[c]}",
+                                [_gemv_instance(c, rows, aligned) for rows in (8, 16)
+                                 for aligned in (False, True)], eager=c != BFLOAT16)
+                 for c in HALF_TYPES)
+
+
 #: The Hopper rungs, which share wgmma.cu's block, launch path and geometry.
 HOPPER_RUNGS = ("wgmma", "split_k")
 _INSTANCE = {**{name: _simt_instance(name) for name in SIMT}, "mma": _mma_instance}
@@ -534,6 +587,12 @@ LADDER = Ladder("matmul", (
                dtypes="float16 and bfloat16, or float32 as TF32",
                layout="M, N and K below 2**31",
                precision="float32 only with precision='tf32'")),
+    Rung("gemv", "a few rows of A (decode steps): each warp streams 16 x 64 tiles of B from "
+                 "global memory into mma.sync as they are (B^T A^T, pairs by byte permutes), "
+                 "8 warps a block along K, splits of K folded by the last block to finish",
+         MMA_SOURCE, "matmul_gemv", _gemv_groups(), plan_gemv,
+         Needs(capability=TENSOR_CORE_CAPABILITY, dtypes="float16 and bfloat16",
+               layout="M, N and K below 2**31; fast for M of at most 16")),
 ))
 
 
@@ -550,8 +609,10 @@ def choose(p: Problem) -> Rung:
 
     float16, bfloat16 and precision="tf32" run on the tensor cores (compute capability 8.0 and
     newer): on 9.0 split_k wherever it would cut K into two or more slices and wgmma would
-    leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`), else wgmma; mma
-    elsewhere. Over the shape suite (H100, float16, NOTES 95) that rule's geometric mean is
+    leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`), else wgmma; elsewhere
+    gemv for float16 and bfloat16 products of at most :data:`GEMV_MAX_ROWS` rows (decode
+    steps: mma's 128-row tiles would compute rows of zeros; NOTES 145 compares the two on an
+    H100, the one GPU measured) and mma for the rest. Over the shape suite (H100, float16, NOTES 95) that rule's geometric mean is
     0.80 of cuBLAS held and 1.16 per call (wgmma alone: 0.75 and 1.13). Among the
     SIMT rungs, large_tile when its 256x128 tiles give every SM a block and cover M with at
     most :data:`LARGE_TILE_MAX_PADDING` times the rows warp_tiled's 128x128 ones do, and
@@ -565,6 +626,8 @@ def choose(p: Problem) -> Rung:
             compute = compute_dtype(p.dtype, p.K, tensor_cores=True)
             split = split_k_slices(p, compute)[0] >= 2 and _split_k_pays(p, compute)
             return LADDER["split_k" if split else "wgmma"]
+        if p.dtype in HALF_TYPES and p.M <= GEMV_MAX_ROWS and max(p.N, p.K) < 2**31:
+            return LADDER["gemv"]
         return LADDER["mma"]
     tile = SIMT["large_tile"].tile
     tiles = p.batch * ceil_div(p.M, tile[0]) * ceil_div(p.N, tile[1])
