@@ -46,14 +46,33 @@ def test_accumulators_match_the_kernels_layout_and_write_the_index():
             numpy.int64
 
 
-def test_auto_sends_large_float_searches_to_shuffle():
-    from gpukernels.ops.reduce import rungs
+@pytest.mark.parametrize(("op", "dtype", "n", "strided"), [
+    ("ArgMaxOp", numpy.float32, 2**25, True), ("ArgMinOp", numpy.float16, 2**28, True),
+    ("ArgMaxOp", numpy.float32, 2**25 - 1, False), ("ArgMinOp", numpy.int32, 2**28, False),
+    ("MomentsOp", numpy.float32, 2**25, False),
+    ("SumOp", numpy.float32, 2**28, False), ("MeanOp", numpy.float32, 2**28, False)])
+def test_one_pass_reads_large_float_searches_and_moments_in_one_wave(op, dtype, n, strided):
+    # one_pass's plan reads float argmin/argmax of 2^25 elements or more in shuffle's
+    # grid-stride wave of 256-thread blocks (one launch, the last block folding the partials),
+    # the rest in segments; auto takes it for all of them.
+    from gpukernels.ops.reduce import dtypes as reduce_dtypes
+    from gpukernels.ops.reduce import rungs, scratch_sizes
+    from gpukernels.ops.reduce.program import Program
 
-    f32, i32 = numpy.dtype(numpy.float32), numpy.dtype(numpy.int32)
-    assert rungs.auto("ArgMaxOp", 2**25, f32).name == "shuffle"
-    assert rungs.auto("ArgMaxOp", 2**25 - 1, f32).name == "one_pass"
-    assert rungs.auto("ArgMinOp", 2**28, i32).name == "one_pass"
-    assert rungs.auto("SumOp", 2**28, f32).name == "one_pass"
+    dtype = numpy.dtype(dtype)
+    assert rungs.auto(op, n, dtype).name == ("shuffle" if op == "MomentsOp" else "one_pass")
+    operation = {v: k for k, v in reduce_dtypes.OPERATORS.items()}[op]
+    result = reduction_result_dtype(operation, dtype, None)
+    read, acc = reduce_dtypes.accumulator(op, dtype, result, True)
+    written = reduce_dtypes.writes(op, read, acc, result, full=True)
+    program = Program(read, scratch_sizes(132))
+    rungs.plan_one_pass(program, rungs.Problem(op, n, 1, read, acc, written, (), 132))
+    (launch,) = [step for step in program.steps if step[0] == "launch"]
+    assert launch[1].instance.endswith(", 256, true>") == strided, launch[1].instance
+    if strided:
+        assert launch[1].block == (rungs.BLOCK, 1, 1) and launch[2][4] == 0
+        assert launch[1].grid[0] <= rungs.blocks_per_wave(rungs.BLOCK, 132)
+    assert launch[1].instance in rungs.LADDER["one_pass"].instances
 
 
 # ---- GPU: every rung against NumPy -------------------------------------------------------------
@@ -184,3 +203,23 @@ def test_the_same_input_gives_the_same_index(operation, rng):
         first = int(getattr(gk, operation)(x, method=method))
         assert int(getattr(gk, operation)(x, method=method)) == first
         assert first == int(getattr(numpy, operation)(cupy.asnumpy(x)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("operation", ["argmin", "argmax"])
+def test_searches_in_one_pass_wave_from_2_25_elements(operation, dtype, rng):
+    # From 2^25 float elements one_pass reads in shuffle's grid-stride wave, one launch: the
+    # first index of the extreme among ties far apart, the first NaN, both methods.
+    n = 2**25 + 3
+    x = _tied((n,), dtype, rng)
+    extreme = x.max() + 1 if operation == "argmax" else x.min() - 1
+    x[[n - 5, 7, n // 2]] = extreme  # ties: index 7 is the answer
+    device = cupy.asarray(x)
+    for method in ("one_pass", "auto"):
+        _compare(getattr(gk, operation)(device, method=method), x, operation)
+    if numpy.dtype(dtype).kind == "f":
+        x[[n - 2, n // 3]] = numpy.nan  # the first NaN wins over every number
+        device = cupy.asarray(x)
+        for method in ("one_pass", "auto"):
+            _compare(getattr(gk, operation)(device, method=method), x, operation)

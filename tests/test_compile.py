@@ -366,7 +366,8 @@ def test_reduction_plans_launch_exactly_the_compiled_instances(rung, operation):
     for dtype, result in _reduction_requests(operation):
         read, acc = reduce_dtypes.accumulator(op, dtype, result, rung.float32_sums_in_float64)
         written = reduce_dtypes.writes(op, read, acc, result, full=True)
-        for n, stride in ((10, 1), (10**7, 1), (10**7, 3)):  # one block, partials, strided
+        # one block, partials, strided input, one_pass's grid-stride wave
+        for n, stride in ((10, 1), (10**7, 1), (10**7, 3), (2**25, 1)):
             program = Program(read, (1024, 132))
             rung.plan(program, reduce_rungs.Problem(op, n, stride, read, acc, written, (), 132))
             names |= _recorded_instances(program)
@@ -459,7 +460,8 @@ def test_split_column_partials_go_to_the_stream_scratch_where_they_fit(room):
 def test_one_pass_runs_whole_waves_of_its_blocks(op, threads, resident):
     # one_pass's blocks per operator (256 threads for the mean's wide accumulator), grids of up
     # to ONE_PASS_WAVES waves of the blocks an SM runs, segments that cover n, and never more
-    # partials than the scratch holds.
+    # partials than the scratch holds; float argmax from 2^25 elements in one grid-stride wave
+    # instead.
     from gpukernels.ops.reduce import scratch_sizes
     from gpukernels.ops.reduce.program import PARTIALS
 
@@ -475,6 +477,11 @@ def test_one_pass_runs_whole_waves_of_its_blocks(op, threads, resident):
             resident=None if resident is None else (lambda instance, block: resident)))
         (launch,) = [step for step in program.steps if step[0] == "launch"]
         blocks, segment = launch[1].grid[0], launch[2][4]
+        if reduce_rungs.strided_kind(op, read) and n >= reduce_rungs.SHUFFLE_FROM:
+            # shuffle's one grid-stride wave of BLOCK-thread blocks, no segments
+            assert launch[1].instance.endswith(f", {reduce_rungs.BLOCK}, true>")
+            assert segment == 0 and blocks == min(resident or 8, 8) * 132
+            continue
         assert launch[1].block == (threads, 1, 1) and f", {threads}>" in launch[1].instance
         assert PARTIALS in launch[2] and blocks <= scratch_sizes(132)[0]
         assert (blocks - 1) * segment < n <= blocks * segment

@@ -376,3 +376,22 @@ def test_the_same_input_gives_the_same_bits(operation, rng):
     for axis in (0, 1):
         first = getattr(gk, operation)(m, axis=axis)
         assert bool((getattr(gk, operation)(m, axis=axis) == first).all())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
+def test_moments_past_2_25_elements(dtype, rng):
+    # From 2^25 elements auto reads var's moments with shuffle; one_pass keeps its segments:
+    # both against NumPy past the switch, with a mean large against the spread, and bitwise
+    # repeatable.
+    n = 2**25 + 3
+    x = check.inputs((n,), dtype, rng)[0][0]
+    if dtype == "float32":
+        x = (x + numpy.float32(1e4)).astype(numpy.float32)
+    device = cupy.asarray(x)
+    for method in ("one_pass", "auto"):
+        for operation in ("var", "std", "mean"):
+            got = getattr(gk, operation)(device, method=method)
+            _compare(got, x, operation)
+    first = cupy.asnumpy(gk.var(device)).tobytes()
+    assert all(cupy.asnumpy(gk.var(device)).tobytes() == first for _ in range(3))

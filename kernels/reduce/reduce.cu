@@ -6,8 +6,8 @@
 //
 //   reduce_two_pass<Op, In, Acc, Out, BLOCK>(in, out, n, stride)       one value per block in out
 //   reduce_shuffle<Op, In, Acc, Out, BLOCK>(in, out, n, stride)        one value per block in out
-//   reduce_one_pass<Op, In, Acc, Out, BLOCK>(in, out, n, stride, segment,  out[0]
-//                                            partials, counter)
+//   reduce_one_pass<Op, In, Acc, Out, BLOCK, STRIDED>(in, out, n, stride,  out[0]
+//                                            segment, partials, counter)
 //
 // Launched with one block, the first two reduce their whole input to out[0]; the host launches
 // them a second time over the per-block partials (written as Acc). Out is Acc or the result
@@ -82,20 +82,28 @@ reduce_shuffle(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 stri
 // wider accumulator leaves room for one such block an SM: its blocks are of 256 threads, five
 // an SM (2^26 float32, held: 2501 -> 2843 GB/s; items 143 and 145).
 // The segment is a whole number of block steps (16-byte words when contiguous), so every
-// segment of an aligned input starts aligned.
+// segment of an aligned input starts aligned. STRIDED: the blocks read shuffle's single
+// grid-stride wave instead of segments (float argmin/argmax from 2^25 elements, where
+// segments ran below shuffle), and the last block folds the partials as here: shuffle's reads
+// in one launch (2^26 float32 argmax, held: segments 2486, shuffle 2705-2742, this 2803-2806
+// GB/s; NOTES, item 148).
 // ---------------------------------------------------------------------------------------------
-template <typename Op, typename In, typename Acc, typename Out, int BLOCK>
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, bool STRIDED = false>
 __global__ void __launch_bounds__(BLOCK)
 reduce_one_pass(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 stride, i64 segment,
                 Acc* __restrict__ partials, unsigned int* __restrict__ counter) {
     __shared__ Acc scratch[BLOCK / 32];
     __shared__ bool is_last;
-    const i64 begin = (i64)blockIdx.x * segment;
-    const i64 count = n - begin < segment ? n - begin : segment;
-    Acc value = gk_block_reduce<Op, Acc, BLOCK>(
-        gk_slice_reduce<Op, In, Acc>(in + begin * stride, count, stride, threadIdx.x, BLOCK,
-                                     begin),
-        scratch);
+    Acc value;
+    if constexpr (STRIDED) {  // shuffle's one grid-stride wave (segment unused)
+        value = gk_thread_reduce<Op, In, Acc, BLOCK>(in, n, stride);
+    } else {
+        const i64 begin = (i64)blockIdx.x * segment;
+        const i64 count = n - begin < segment ? n - begin : segment;
+        value = gk_slice_reduce<Op, In, Acc>(in + begin * stride, count, stride, threadIdx.x,
+                                             BLOCK, begin);
+    }
+    value = gk_block_reduce<Op, Acc, BLOCK>(value, scratch);
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = value;
         __threadfence();  // the partial is visible to every block before the ticket is taken

@@ -34,14 +34,22 @@ ONE_PASS_BLOCK = 1024
 # The mean's accumulator (a float64 sum and a count) leaves room for one block of 1024 threads
 # an SM, not two: its one_pass runs blocks of 256, five an SM (H100, held, 2^26 float32: 2501 ->
 # 2843 GB/s, 2^28 2707 -> 3052; benchmarks/NOTES.md, items 143 and 145). The arg-reductions'
-# gained at 2^26 float32 (2098 -> 2486 GB/s, where auto takes shuffle) but lost 2.4% at 2^28
-# int32, and var's moments nothing: they keep 1024.
+# gained at 2^26 float32 (2098 -> 2486 GB/s, still under shuffle's wave, which one_pass reads
+# there now) but lost 2.4% at 2^28 int32, and var's moments nothing: they keep 1024.
 ONE_PASS_WIDE_BLOCK = 256
 # one_pass: whole waves of blocks, up to ONE_PASS_WAVES, each block one contiguous segment of at
 # least ONE_PASS_MIN_STEPS steps (a word or element per thread each: 128 KiB of 16-byte words),
 # so that SMs that run ahead take more blocks; small inputs keep one wave of longer segments.
 ONE_PASS_WAVES = 32
 ONE_PASS_MIN_STEPS = 8
+# var's moments and float argmin/argmax from 2^25 elements on: shuffle's grid-stride wave of
+# 256-thread blocks kept them at the memory's speed where one_pass's segments did not (2^28
+# float32 on an H100, per call, against CUB's sum: var shuffle 0.85, one_pass 0.67, with 1024-
+# or 256-thread blocks alike; argmax 0.97 and 0.74, torch.argmax 0.97; on int32 argmax both
+# match torch). one_pass reads float argmin/argmax as shuffle does there, in one launch
+# (strided_kind: 2^26 float32 argmax 0.95 -> 1.00 of cupy.sum per call, torch 0.96-0.97);
+# var's moments read that way ran 4-6% under shuffle held, which auto keeps for them.
+SHUFFLE_FROM = 2**25
 
 
 def blocks_per_wave(threads: int, multiprocessors: int) -> int:
@@ -96,8 +104,10 @@ class Problem:
 
 
 def _instance(kernel: str, op: str, read: numpy.dtype, acc: numpy.dtype, out: numpy.dtype,
-              block: int) -> str:
+              block: int, strided: bool = False) -> str:
     c = dtypes.KERNEL_C_TYPES
+    if strided:  # one_pass's grid-stride wave
+        return f"{kernel}<{op}, {c[read]}, {c[acc]}, {c[out]}, {block}, true>"
     return f"{kernel}<{op}, {c[read]}, {c[acc]}, {c[out]}, {block}>"
 
 
@@ -150,10 +160,27 @@ def one_pass_segments(n: int, step: int, one_wave: int) -> tuple[int, int]:
     return ceil_div(steps, segment_steps), segment_steps * step
 
 
+def strided_kind(op: str, read: numpy.dtype) -> bool:
+    """Whether one_pass reads ``op`` over ``read`` items in shuffle's grid-stride wave from
+    SHUFFLE_FROM elements: float argmin/argmax, whose segments ran below shuffle's wave
+    there (NOTES, item 148)."""
+    return op in dtypes.ARG_OPERATORS and read.kind == "f"
+
+
 def plan_one_pass(program: Program, p: Problem) -> int:
     """Blocks of :func:`one_pass_block` threads over contiguous segments, in whole waves of
-    the blocks an SM runs (:func:`wave_blocks`); the last block to finish folds the partials
-    (one launch)."""
+    the blocks an SM runs (:func:`wave_blocks`), or for :func:`strided_kind` inputs of
+    SHUFFLE_FROM elements or more, shuffle's one grid-stride wave of BLOCK-thread blocks; the
+    last block to finish folds the partials (one launch)."""
+    if strided_kind(p.op, p.read) and p.n >= SHUFFLE_FROM:
+        instance = _instance("reduce_one_pass", p.op, p.read, p.acc, p.out, BLOCK, True)
+        blocks = builtins.min(ceil_div(p.n, BLOCK * _per_thread(p, True)),
+                              wave_blocks(instance, BLOCK, p.multiprocessors, p.resident))
+        result = program.allocate(p.out_shape, p.out)
+        program.launch(Launch(SOURCE, instance, (blocks, 1, 1), (BLOCK, 1, 1)),
+                       ((p.source, 0), (result, 0), p.n, p.stride, 0, PARTIALS, COUNTER),
+                       "one_pass")
+        return result
     block = one_pass_block(p.op)
     instance = _instance("reduce_one_pass", p.op, p.read, p.acc, p.out, block)
     one_wave = builtins.min(wave_blocks(instance, block, p.multiprocessors, p.resident),
@@ -175,15 +202,20 @@ class ReduceRung(Rung):
 
 
 def _groups(kernel: str, block: Callable[[str], int], passes: Callable, eager: bool,
-            wide: bool = True) -> tuple:
+            wide: bool = True, strided: bool = False) -> tuple:
     """A group per operator of the instances ``passes(read, acc, out)`` gives, over every
     (read, accumulator, written) triple that operator can plan (``wide``: float32 sums in
-    float64), in blocks of ``block(op)`` threads."""
+    float64), in blocks of ``block(op)`` threads; with ``strided``, one_pass's grid-stride
+    instances too, for :func:`strided_kind` inputs."""
     groups = []
     for operation, op in dtypes.OPERATORS.items():
+        triples = dtypes.reachable(operation, wide, True)
         instances = [_instance(kernel, op, source, acc, out, block(op))
-                     for read, acc, written in dtypes.reachable(operation, wide, True)
+                     for read, acc, written in triples
                      for source, out in passes(read, acc, written)]
+        if strided:
+            instances += [_instance(kernel, op, read, acc, written, BLOCK, True)
+                          for read, acc, written in triples if strided_kind(op, read)]
         groups.append(SOURCE.add(f"{kernel} {operation}", instances,
                                  eager=eager and op in dtypes.EAGER_OPERATORS))
     return tuple(groups)
@@ -206,30 +238,24 @@ LADDER = Ladder("reduce", (
                _groups("reduce_shuffle", lambda op: BLOCK, _two_launch_passes, eager=False),
                plan_shuffle),
     ReduceRung("one_pass",
-               "a contiguous segment per block, up to 32 waves; the last block folds the "
+               "a contiguous segment per block, up to 32 waves (shuffle's grid-stride wave "
+               "for float argmin/argmax from 2^25 elements); the last block folds the "
                "partials: a single launch",
                SOURCE, "reduce_one_pass",
                _groups("reduce_one_pass", one_pass_block,
-                       lambda read, acc, written: ((read, written),), eager=True),
+                       lambda read, acc, written: ((read, written),), eager=True,
+                       strided=True),
                plan_one_pass),
 ))
 #: ``method="auto"`` for full reductions.
 AUTO = LADDER["one_pass"]
-# var's moments and float argmin/argmax from 2^25 elements on: shuffle's grid-stride wave of
-# 256-thread blocks kept them at the memory's speed where one_pass's segments did not (2^28
-# float32 on an H100, per call, against CUB's sum: var shuffle 0.85, one_pass 0.67, with 1024-
-# or 256-thread blocks alike; argmax 0.97 and 0.74, torch.argmax 0.97; on int32 argmax both
-# match torch); below, one_pass's single launch costs less per call (var at 2^24: one_pass
-# 0.67, shuffle 0.54). The mean takes one_pass at every size since its blocks are of 256
-# threads (2^26 float32, per call: one_pass 0.1002 ms, shuffle 0.1064; NOTES, item 143).
-SHUFFLE_FROM = 2**25
 
 
 def auto(op: str, n: int, dtype: numpy.dtype) -> ReduceRung:
     """The rung ``method="auto"`` runs for a full reduction of ``n`` elements of ``dtype``
-    with ``op``: one_pass, or shuffle for var's moments and float argmin/argmax from
-    SHUFFLE_FROM elements."""
-    heavy = op == "MomentsOp" or (op in dtypes.ARG_OPERATORS and dtype.kind == "f")
-    if heavy and n >= SHUFFLE_FROM:
+    with ``op``: shuffle for var's moments from SHUFFLE_FROM elements, else one_pass (whose
+    plan reads float argmin/argmax of SHUFFLE_FROM elements or more in shuffle's grid-stride
+    wave: :func:`strided_kind`)."""
+    if op == "MomentsOp" and n >= SHUFFLE_FROM:
         return LADDER["shuffle"]  # type: ignore[return-value]
     return AUTO  # type: ignore[return-value]
