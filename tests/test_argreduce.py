@@ -49,18 +49,18 @@ def test_accumulators_match_the_kernels_layout_and_write_the_index():
 @pytest.mark.parametrize(("op", "dtype", "n", "strided"), [
     ("ArgMaxOp", numpy.float32, 2**25, True), ("ArgMinOp", numpy.float16, 2**28, True),
     ("ArgMaxOp", numpy.float32, 2**25 - 1, False), ("ArgMinOp", numpy.int32, 2**28, False),
-    ("MomentsOp", numpy.float32, 2**25, False),
+    ("MomentsOp", numpy.int32, 2**25, True), ("MomentsOp", numpy.float32, 2**24, False),
     ("SumOp", numpy.float32, 2**28, False), ("MeanOp", numpy.float32, 2**28, False)])
 def test_one_pass_reads_large_float_searches_and_moments_in_one_wave(op, dtype, n, strided):
-    # one_pass's plan reads float argmin/argmax of 2^25 elements or more in shuffle's
-    # grid-stride wave of 256-thread blocks (one launch, the last block folding the partials),
-    # the rest in segments; auto takes it for all of them.
+    # one_pass's plan reads var's moments and float argmin/argmax of 2^25 elements or more in
+    # shuffle's grid-stride wave of 256-thread blocks (one launch, the last block folding the
+    # partials), the rest in segments; auto takes it for all of them.
     from gpukernels.ops.reduce import dtypes as reduce_dtypes
     from gpukernels.ops.reduce import rungs, scratch_sizes
     from gpukernels.ops.reduce.program import Program
 
     dtype = numpy.dtype(dtype)
-    assert rungs.auto(op, n, dtype).name == ("shuffle" if op == "MomentsOp" else "one_pass")
+    assert rungs.auto(op, n, dtype).name == "one_pass"
     operation = {v: k for k, v in reduce_dtypes.OPERATORS.items()}[op]
     result = reduction_result_dtype(operation, dtype, None)
     read, acc = reduce_dtypes.accumulator(op, dtype, result, True)

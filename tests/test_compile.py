@@ -460,8 +460,8 @@ def test_split_column_partials_go_to_the_stream_scratch_where_they_fit(room):
 def test_one_pass_runs_whole_waves_of_its_blocks(op, threads, resident):
     # one_pass's blocks per operator (256 threads for the mean's wide accumulator), grids of up
     # to ONE_PASS_WAVES waves of the blocks an SM runs, segments that cover n, and never more
-    # partials than the scratch holds; float argmax from 2^25 elements in one grid-stride wave
-    # instead.
+    # partials than the scratch holds; var's moments and float argmax from 2^25 elements in
+    # one grid-stride wave instead.
     from gpukernels.ops.reduce import scratch_sizes
     from gpukernels.ops.reduce.program import PARTIALS
 

@@ -116,7 +116,7 @@ def test_accumulators_match_the_kernels_layout():
         assert dtypes.writes("MomentsOp", f32, dtypes.MOMENTS, result, full=True) == \
             dtypes.MOMENTS
     assert rungs.auto("MeanOp", 2**28, f32).name == "one_pass"
-    assert rungs.auto("MomentsOp", 2**25, numpy.dtype("int32")).name == "shuffle"
+    assert rungs.auto("MomentsOp", 2**25, numpy.dtype("int32")).name == "one_pass"
     assert rungs.auto("MomentsOp", 2**24, f32).name == "one_pass"
 
 
@@ -381,9 +381,9 @@ def test_the_same_input_gives_the_same_bits(operation, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
 def test_moments_past_2_25_elements(dtype, rng):
-    # From 2^25 elements auto reads var's moments with shuffle; one_pass keeps its segments:
-    # both against NumPy past the switch, with a mean large against the spread, and bitwise
-    # repeatable.
+    # From 2^25 elements one_pass reads var's moments in shuffle's grid-stride wave and folds
+    # them in the same launch: against NumPy past the switch, with a mean large against the
+    # spread, and bitwise repeatable.
     n = 2**25 + 3
     x = check.inputs((n,), dtype, rng)[0][0]
     if dtype == "float32":

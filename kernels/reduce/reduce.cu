@@ -83,10 +83,10 @@ reduce_shuffle(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 stri
 // an SM (2^26 float32, held: 2501 -> 2843 GB/s; items 143 and 145).
 // The segment is a whole number of block steps (16-byte words when contiguous), so every
 // segment of an aligned input starts aligned. STRIDED: the blocks read shuffle's single
-// grid-stride wave instead of segments (float argmin/argmax from 2^25 elements, where
-// segments ran below shuffle), and the last block folds the partials as here: shuffle's reads
-// in one launch (2^26 float32 argmax, held: segments 2486, shuffle 2705-2742, this 2803-2806
-// GB/s; NOTES, item 148).
+// grid-stride wave instead of segments (var's moments and float argmin/argmax from 2^25
+// elements, where segments ran below shuffle), and the last block folds the partials as here:
+// shuffle's reads in one launch (2^26 float32 argmax, held: segments 2486, shuffle 2705-2742,
+// this 2803-2806 GB/s; NOTES, items 148 and 151).
 // ---------------------------------------------------------------------------------------------
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, bool STRIDED = false>
 __global__ void __launch_bounds__(BLOCK)
@@ -114,12 +114,16 @@ reduce_one_pass(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 str
     __threadfence();  // see the other blocks' partials
     value = Op::template identity<Acc>();
     unsigned int k = threadIdx.x;
-    for (; k + 7 * BLOCK < gridDim.x; k += 8 * BLOCK) {  // thousands of partials: 8 loads in flight
-        Acc part[8];
+    // Segments leave thousands of partials: 8 loads in flight. One strided wave leaves a few
+    // a thread, and 8 in flight would cost var's moments 40 registers in the whole kernel
+    // (80 against shuffle's 40: three blocks an SM, not six).
+    constexpr int IN_FLIGHT = STRIDED ? 1 : 8;
+    for (; k + (IN_FLIGHT - 1) * BLOCK < gridDim.x; k += IN_FLIGHT * BLOCK) {
+        Acc part[IN_FLIGHT];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) part[i] = gk_load_l2(partials + k + i * BLOCK);
+        for (int i = 0; i < IN_FLIGHT; ++i) part[i] = gk_load_l2(partials + k + i * BLOCK);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) value = Op::combine(value, part[i]);
+        for (int i = 0; i < IN_FLIGHT; ++i) value = Op::combine(value, part[i]);
     }
     for (; k < gridDim.x; k += BLOCK) value = Op::combine(value, gk_load_l2(partials + k));
     __syncthreads();  // scratch is reused

@@ -46,9 +46,8 @@ ONE_PASS_MIN_STEPS = 8
 # 256-thread blocks kept them at the memory's speed where one_pass's segments did not (2^28
 # float32 on an H100, per call, against CUB's sum: var shuffle 0.85, one_pass 0.67, with 1024-
 # or 256-thread blocks alike; argmax 0.97 and 0.74, torch.argmax 0.97; on int32 argmax both
-# match torch). one_pass reads float argmin/argmax as shuffle does there, in one launch
-# (strided_kind: 2^26 float32 argmax 0.95 -> 1.00 of cupy.sum per call, torch 0.96-0.97);
-# var's moments read that way ran 4-6% under shuffle held, which auto keeps for them.
+# match torch). one_pass reads them as shuffle does there, in one launch (strided_kind:
+# 2^26 float32 argmax 0.95 -> 1.00 of cupy.sum per call, torch 0.96-0.97; NOTES 148, 151).
 SHUFFLE_FROM = 2**25
 
 
@@ -162,9 +161,9 @@ def one_pass_segments(n: int, step: int, one_wave: int) -> tuple[int, int]:
 
 def strided_kind(op: str, read: numpy.dtype) -> bool:
     """Whether one_pass reads ``op`` over ``read`` items in shuffle's grid-stride wave from
-    SHUFFLE_FROM elements: float argmin/argmax, whose segments ran below shuffle's wave
-    there (NOTES, item 148)."""
-    return op in dtypes.ARG_OPERATORS and read.kind == "f"
+    SHUFFLE_FROM elements: var's moments and float argmin/argmax, whose segments ran below
+    shuffle's wave there (NOTES, items 148 and 151)."""
+    return op == "MomentsOp" or (op in dtypes.ARG_OPERATORS and read.kind == "f")
 
 
 def plan_one_pass(program: Program, p: Problem) -> int:
@@ -239,7 +238,7 @@ LADDER = Ladder("reduce", (
                plan_shuffle),
     ReduceRung("one_pass",
                "a contiguous segment per block, up to 32 waves (shuffle's grid-stride wave "
-               "for float argmin/argmax from 2^25 elements); the last block folds the "
+               "for var and float argmin/argmax from 2^25 elements); the last block folds the "
                "partials: a single launch",
                SOURCE, "reduce_one_pass",
                _groups("reduce_one_pass", one_pass_block,
@@ -252,10 +251,7 @@ AUTO = LADDER["one_pass"]
 
 
 def auto(op: str, n: int, dtype: numpy.dtype) -> ReduceRung:
-    """The rung ``method="auto"`` runs for a full reduction of ``n`` elements of ``dtype``
-    with ``op``: shuffle for var's moments from SHUFFLE_FROM elements, else one_pass (whose
-    plan reads float argmin/argmax of SHUFFLE_FROM elements or more in shuffle's grid-stride
-    wave: :func:`strided_kind`)."""
-    if op == "MomentsOp" and n >= SHUFFLE_FROM:
-        return LADDER["shuffle"]  # type: ignore[return-value]
+    """The rung ``method="auto"`` runs for a full reduction: one_pass, whose plan reads var's
+    moments and float argmin/argmax of SHUFFLE_FROM elements or more in shuffle's grid-stride
+    wave (:func:`strided_kind`)."""
     return AUTO  # type: ignore[return-value]
