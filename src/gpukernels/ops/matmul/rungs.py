@@ -257,10 +257,10 @@ def gemv_splits(K: int, blocks: int, slots: int) -> tuple[int, int]:
 
 
 def plan_gemv(p: Problem) -> Shape:
+    if p.dtype not in HALF_TYPES:
+        raise TypeError(f"the gemv rung multiplies float16 and bfloat16; the result dtype here "
+                        f"is {p.dtype} (TF32 products run on mma, wgmma and split_k)")
     compute = _check_tensor_cores(p, "gemv")
-    if compute == numpy.float32:
-        raise TypeError("the gemv rung multiplies float16 and bfloat16; TF32 products run on "
-                        "mma, wgmma and split_k")
     if max(p.M, p.N, p.K) >= 2**31:
         raise ValueError("the gemv rung takes M, N and K below 2**31")
     return Shape(LADDER["gemv"], (GEMV_THREADS, 1, 1), (gemv_rows(p.M), GEMV_COLS), 0, compute,
