@@ -257,6 +257,9 @@ def gemv_splits(K: int, blocks: int, slots: int) -> tuple[int, int]:
 
 
 def plan_gemv(p: Problem) -> Shape:
+    """float16 and bfloat16 on compute capability 8.0 and newer, any M (row tiles of
+    :func:`gemv_rows`), 64-column tiles; the wrapper sizes the splits of K
+    (:func:`gemv_splits`) and the grid."""
     if p.dtype not in HALF_TYPES:
         raise TypeError(f"the gemv rung multiplies float16 and bfloat16; the result dtype here "
                         f"is {p.dtype} (TF32 products run on mma, wgmma and split_k)")
