@@ -113,7 +113,8 @@ class InstanceGroup:
     instances : tuple of str
         C++ name expressions, e.g. ``"transpose_shared<unsigned int, int, 32, 8>"``.
     eager : bool
-        Compiled at import (True) or on the first launch of one of its instances (False).
+        Compiled at import, as one NVRTC program (True), or instance by instance, each on its
+        first launch (False).
     capabilities : range, optional
         Where ``eager``, the compute capabilities whose import compiles the group (every one by
         default); on other devices it compiles on first use, e.g. a rung that ``auto`` takes
