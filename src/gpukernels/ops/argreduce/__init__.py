@@ -54,9 +54,9 @@ for _function, _word, _example in ((argmin, "minimum", 1), (argmax, "maximum", 0
     keepdims : bool, optional
         Keep the searched axis with length 1.
     method : str, optional
-        A rung of ``gpukernels.methods("reduce")``, or ``"auto"`` (``one_pass``; ``shuffle``
-        for float inputs of 2**25 elements or more), for ``axis=None``; an axis uses the row
-        and column kernels.
+        A rung of ``gpukernels.methods("reduce")``, or ``"auto"`` (``one_pass``, which reads
+        float inputs of 2**25 elements or more in ``shuffle``'s grid-stride wave, in one
+        launch), for ``axis=None``; an axis uses the row and column kernels.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device.
 

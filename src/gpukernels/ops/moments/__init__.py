@@ -278,7 +278,8 @@ _PARAMETERS = """
     method : str, optional
         A rung of ``gpukernels.methods("reduce")``, or ``"auto"``, for reductions to one
         element (reductions that keep axes use the row and column kernels). ``"auto"`` is
-        ``one_pass``; for 2**25 elements or more, ``shuffle``.
+        ``one_pass`` (for var and std of 2**25 elements or more it reads in ``shuffle``'s
+        grid-stride wave, in one launch).
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; the result is cast to its dtype.
 
