@@ -529,6 +529,36 @@ def test_eager_groups_leave_the_rare_instances_for_first_use():
     assert lazy and eager and not set(lazy) & set(eager)
 
 
+def test_import_compiles_the_scan_rungs_auto_takes_there():
+    # blocked is auto's row scan below compute capability 8.0 and pipelined from 8.0: each
+    # compiles at import only where auto takes it; look_back, never auto's, on first use only.
+    from gpukernels.ops.scan import rungs as scan_rungs
+
+    def at_import(rung, capability):
+        return {g.name for g in scan_rungs.LADDER[rung].groups if g.eager_on(capability)}
+
+    assert at_import("blocked", 75) and not at_import("blocked", 90)
+    assert at_import("pipelined", 90) and at_import("pipelined", 120)
+    assert not at_import("pipelined", 75)
+    assert not any(at_import("look_back", cc) for cc in (75, 80, 90, 120))
+    lazy_on_90 = {g.name for g in _compile.REPORT.lazy_groups(90)}
+    assert at_import("blocked", 75) <= lazy_on_90 and not at_import("pipelined", 90) & lazy_on_90
+
+
+@pytest.mark.parametrize("K", [1, 15, 128, 1000, 8192, 100_000])
+@pytest.mark.parametrize("blocks", [1, 64, 128, 300])
+def test_gemv_splits_cover_k_and_fill_one_wave(K, blocks):
+    # Splits of whole block steps (8 warps x 16 rows) that cover K once, at least
+    # GEMV_MIN_WARP_STEPS steps a warp where K has them, and no more blocks than one wave.
+    slots = 2 * 132
+    splits, rows = matmul_rungs.gemv_splits(K, blocks, slots)
+    step = matmul_rungs.GEMV_THREADS // 32 * matmul_rungs.GEMV_WARP_ROWS
+    assert rows % step == 0 and (splits - 1) * rows < K <= splits * rows
+    assert splits == 1 or blocks * splits <= slots
+    if splits > 1:
+        assert rows >= matmul_rungs.GEMV_MIN_WARP_STEPS * step
+
+
 def test_ladders_and_operations():
     assert list(OPERATIONS) == ["transpose", "permute_dims", "matmul", "sum", "prod", "min", "max",
                                 "mean", "var", "std", "argmin", "argmax", "cumsum", "cumprod"]
