@@ -622,8 +622,10 @@ __global__ void __launch_bounds__(THREADS, 2)
 // pair up into the 16-bit pairs the fragment wants (byte permutes), and which of the tile's
 // k and n each fragment slot stands for is this kernel's own numbering, the same for B and A,
 // so the sums are those of C = A B. A (8 or 16 rows of the tile, MT = 1 or 2 mma columns) is
-// read from L1 as the B operand. Launch contract (ops/matmul/rungs.py, GEMV_*):
-//   threads per block : THREADS = 256 (8 warps along K), blockDim = (THREADS, 1, 1)
+// the B operand: each step's 16 columns of it staged in the warp's own rows of shared memory.
+// Launch contract (ops/matmul/rungs.py, GEMV_*):
+//   threads per block : THREADS = 256 (8 warps along K), two blocks an SM (128 registers),
+//                       blockDim = (THREADS, 1, 1)
 //   grid              : (ceil(N / 64), splits, matrices x ceil(M / (8 MT)))
 //   a block           : 64 columns of C, 8 MT rows, rows [split * k_split, + k_split) of K
 // The warps' tiles are summed in shared memory in warp order; with one split the block writes
@@ -654,12 +656,11 @@ __device__ __forceinline__ uint4 gk_gemv_load_b(const T* __restrict__ row, int n
     return w;
 }
 
-// A[m][k], A[m][k + 1] as one pair (zeros past M or outside [k, k_end)).
+// row[k], row[k + 1] of a row of A as one pair (zeros outside [k, k_end)).
 template <typename T>
-__device__ __forceinline__ unsigned gk_gemv_load_a(const T* __restrict__ A, int m, int M, int k,
-                                                   int k_end, i64 row_stride, i64 col_stride) {
-    if (m >= M) return 0u;
-    const unsigned short* p = reinterpret_cast<const unsigned short*>(A + m * row_stride);
+__device__ __forceinline__ unsigned gk_gemv_load_a_pair(const T* __restrict__ row, int k,
+                                                        int k_end, i64 col_stride) {
+    const unsigned short* p = reinterpret_cast<const unsigned short*>(row);
     const unsigned lo = k < k_end ? __ldg(p + k * col_stride) : 0u;
     const unsigned hi = k + 1 < k_end ? __ldg(p + (k + 1) * col_stride) : 0u;
     return lo | (hi << 16);
@@ -723,10 +724,10 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
                 if (a_words && k + 8 <= k_end) {
                     w = __ldg(reinterpret_cast<const uint4*>(p + k));
                 } else {
-                    w.x = gk_gemv_load_a(p, 0, 1, k, k_end, 0, a_col_stride);
-                    w.y = gk_gemv_load_a(p, 0, 1, k + 2, k_end, 0, a_col_stride);
-                    w.z = gk_gemv_load_a(p, 0, 1, k + 4, k_end, 0, a_col_stride);
-                    w.w = gk_gemv_load_a(p, 0, 1, k + 6, k_end, 0, a_col_stride);
+                    w.x = gk_gemv_load_a_pair(p, k, k_end, a_col_stride);
+                    w.y = gk_gemv_load_a_pair(p, k + 2, k_end, a_col_stride);
+                    w.z = gk_gemv_load_a_pair(p, k + 4, k_end, a_col_stride);
+                    w.w = gk_gemv_load_a_pair(p, k + 6, k_end, a_col_stride);
                 }
             }
             a_tiles[warp][row][lane & 1] = w;
