@@ -26,7 +26,6 @@ from edges_helpers import (
 from gpukernels._core import compile as _compile
 from gpukernels._core import device as _device
 from gpukernels._core import launch as _launch
-from gpukernels.ops.reduce import program as _program
 from gpukernels.validation import poisoned
 
 cupy = pytest.importorskip("cupy")
@@ -89,7 +88,7 @@ def cold_kernel_cache(monkeypatch):
             monkeypatch.setattr(group, "_instance_modules", {})
     _launch.PLANS.clear()
     monkeypatch.setattr(_launch, "_DYNAMIC_SHARED_ALLOWED", {})
-    monkeypatch.setattr(_program, "_scratch", {})
+    monkeypatch.setattr(_launch, "_stream_buffers", {})
     _device._multiprocessor_count.cache_clear()
     compiled = []
     raw_module = cupy.RawModule

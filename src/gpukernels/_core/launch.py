@@ -38,6 +38,11 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def power_of_two(n: int) -> int:
+    """The smallest power of two of at least ``n`` (1 for n <= 1)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
 # Kernels templated on an Index type use 32-bit arithmetic when every offset they form stays
 # below this: 2^31 less headroom for grid-stride counters, which can step up to 65535 * 1024
 # past an extent before the loop test ends them.
@@ -231,6 +236,26 @@ class StreamArray:
     one stream share). Looked up again only when a call comes from another stream."""
 
     index: int
+
+
+_stream_buffers: dict[tuple, tuple] = {}
+_stream_buffers_lock = threading.Lock()
+
+
+def stream_buffers(key: tuple, make: Callable[[], tuple]) -> tuple:
+    """The scratch arrays that ``make()`` returns, made once per ``key`` for the current device
+    and stream and never reallocated: planned launches keep their addresses (StreamArray
+    slots), and launches on one stream, which run in order, share them. ``key`` starts with
+    its owner's name and holds whatever sizes ``make`` allocates."""
+    cupy = _device.cupy
+    full = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr, *key)
+    found = _stream_buffers.get(full)
+    if found is None:
+        with _stream_buffers_lock:
+            found = _stream_buffers.get(full)
+            if found is None:
+                found = _stream_buffers[full] = make()
+    return found
 
 
 class KernelCall:

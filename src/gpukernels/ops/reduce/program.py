@@ -9,13 +9,12 @@ are allocated when the program runs; :meth:`Program.run` only allocates and laun
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any
 
 import numpy
 
 from ..._core import device as _device
-from ..._core.launch import Array, StreamArray
+from ..._core.launch import Array, StreamArray, stream_buffers
 
 __all__ = ["Program", "COUNTER", "PARTIALS", "TICKETS", "SCRATCH_ITEM", "scratch", "empty"]
 
@@ -36,28 +35,18 @@ class _Scratch:
 COUNTER, PARTIALS, TICKETS = _Scratch("COUNTER", 0), _Scratch("PARTIALS", 1), _Scratch("TICKETS", 2)
 SCRATCH_ITEM = 24  # bytes per partial: room for the widest accumulator (var's moments)
 
-# one_pass needs a block counter that is 0 at launch and a buffer for the per-block partials,
-# neither shared by launches that may run concurrently: one pair per (device, stream), reused by
-# every launch there (launches on one stream run in order). Each launch leaves the counter at 0.
-# reduce_cols_folded writes its split partials to the same buffer, and leaves its tickets at 0.
-_scratch: dict[tuple[int, int], tuple] = {}
-_scratch_lock = threading.Lock()
 
 
 def scratch(partials: int, tickets: int) -> tuple:
-    """(counter, partials, tickets) of the current device and stream: one_pass's block counter
-    and room for ``partials`` partials (raw bytes), and reduce_cols_folded's ``tickets``
-    counters, one per column tile (every launch leaves them at 0)."""
+    """(counter, partials, tickets) of the current device and stream (:func:`stream_buffers`):
+    one_pass's block counter, 0 at launch, and room for ``partials`` per-block partials (raw
+    bytes), and reduce_cols_folded's ``tickets`` counters, one per column tile. Each launch
+    leaves its counters at 0 (reduce_cols_folded writes its split partials to the same
+    buffer)."""
     cupy = _device.cupy
-    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
-    found = _scratch.get(key)
-    if found is None:
-        with _scratch_lock:
-            found = _scratch.get(key)
-            if found is None:
-                found = _scratch[key] = (cupy.zeros(1, dtype=numpy.uint32),
-                                         cupy.empty(partials * SCRATCH_ITEM, dtype=numpy.uint8),
-                                         cupy.zeros(tickets, dtype=numpy.uint32))
+    found = stream_buffers(("reduce",), lambda: (
+        cupy.zeros(1, dtype=numpy.uint32), cupy.empty(partials * SCRATCH_ITEM, dtype=numpy.uint8),
+        cupy.zeros(tickets, dtype=numpy.uint32)))
     # Made once per stream with the sizes of the first call (every program of a device asks the
     # same: reduce's scratch_sizes); a larger request would be a plan writing past them.
     if found[1].size < partials * SCRATCH_ITEM or found[2].size < tickets:

@@ -9,7 +9,6 @@ as a template argument.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,9 @@ from ..._core.launch import (
     StreamArray,
     allow_shared_memory,
     ceil_div,
+    power_of_two,
     resident_blocks,
+    stream_buffers,
 )
 from ..reduce.dtypes import C_TYPES
 
@@ -128,32 +129,23 @@ def _null() -> numpy.uint64:
 #: Smallest tile capacity of a scratch set (they come in powers of two from here).
 MIN_CAPACITY = 4096
 _VALUE_BYTES = 16  # room per tile for the widest accumulator (complex128)
-_scratch: dict[tuple[int, int, int], tuple] = {}
-_scratch_lock = threading.Lock()
 
 
 def scratch(capacity: int) -> tuple:
     """(control, flags, values) of the current device and stream for launches of up to
     ``capacity`` tiles: look_back's tile counter, finished-block counter and epoch; a flag per
     tile; room for an aggregate, an inclusive prefix and a group total per tile. One set per
-    capacity (a power of two), never reallocated, so planned launches can keep its addresses;
-    launches on one stream run in order and each leaves the counters ready for the next."""
+    capacity (a power of two; :func:`stream_buffers`); each launch leaves the counters ready
+    for the next."""
     cupy = _device.cupy
-    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr, capacity)
-    found = _scratch.get(key)
-    if found is None:
-        with _scratch_lock:
-            found = _scratch.get(key)
-            if found is None:
-                found = _scratch[key] = (cupy.zeros(4, dtype=numpy.uint64),
-                                         cupy.zeros(capacity, dtype=numpy.uint64),
-                                         cupy.empty(3 * capacity * _VALUE_BYTES, numpy.uint8))
-    return found
+    return stream_buffers(("scan", capacity), lambda: (
+        cupy.zeros(4, dtype=numpy.uint64), cupy.zeros(capacity, dtype=numpy.uint64),
+        cupy.empty(3 * capacity * _VALUE_BYTES, numpy.uint8)))
 
 
 def capacity_for(tiles: int) -> int:
     """The power of two of at least ``tiles`` (and MIN_CAPACITY) that holds a launch's tiles."""
-    return max(MIN_CAPACITY, 1 << max(tiles - 1, 0).bit_length())
+    return max(MIN_CAPACITY, power_of_two(tiles))
 
 
 def _single_pass_args(p: Problem, capacity: int) -> tuple:
