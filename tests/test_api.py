@@ -310,12 +310,16 @@ def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):
     # A few tiles and a long K: on Hopper, split_k; elsewhere mma.
     few = _problem(capability, "float16", "highest", (1, 128, 64, 8192))
     # At most 16 rows of float16 or bfloat16 (decode steps): gemv where mma is the other
-    # choice; the Hopper rungs on 9.0.
-    for rows in (1, 16):
+    # choice; on 9.0 gemv in split_k's place up to GEMV_HOPPER_MAX_ROWS rows, split_k past them.
+    for rows in (1, 8, 9, 16):
         for dtype in ("float16", "bfloat16"):
             decode = _problem(capability, dtype, "highest", (1, rows, 8192, 8192))
-            assert matmul_rungs.choose(decode).name == ("split_k" if expected == "wgmma"
+            hopper = "split_k" if rows > matmul_rungs.GEMV_HOPPER_MAX_ROWS else "gemv"
+            assert matmul_rungs.choose(decode).name == (hopper if expected == "wgmma"
                                                         else "gemv")
+    # a short K: wgmma keeps it whole on 9.0, and gemv does not take its place there
+    short_decode = _problem(capability, "float16", "highest", (1, 1, 8192, 64))
+    assert matmul_rungs.choose(short_decode).name == ("wgmma" if expected == "wgmma" else "gemv")
     assert matmul_rungs.choose(_problem(capability, "float16", "highest",
                                         (1, 17, 8192, 8192))).name != "gemv"
     assert matmul_rungs.choose(_problem(capability, shape=(1, 16, 8192, 8192))).name != "gemv"

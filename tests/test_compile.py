@@ -547,16 +547,18 @@ def test_import_compiles_the_scan_rungs_auto_takes_there():
 
 @pytest.mark.parametrize("K", [1, 15, 128, 1000, 8192, 100_000])
 @pytest.mark.parametrize("blocks", [1, 64, 128, 300])
-def test_gemv_splits_cover_k_and_fill_one_wave(K, blocks):
-    # Splits of whole block steps (8 warps x 16 rows) that cover K once, at least
+@pytest.mark.parametrize("rows", sorted(matmul_rungs.GEMV_GEOMETRY))
+def test_gemv_splits_cover_k_and_fill_one_wave(K, blocks, rows):
+    # Splits of whole block steps (warps x 16 rows) that cover K once, at least
     # GEMV_MIN_WARP_STEPS steps a warp where K has them, and no more blocks than one wave.
-    slots = 2 * 132
-    splits, rows = matmul_rungs.gemv_splits(K, blocks, slots)
-    step = matmul_rungs.GEMV_THREADS // 32 * matmul_rungs.GEMV_WARP_ROWS
-    assert rows % step == 0 and (splits - 1) * rows < K <= splits * rows
+    threads, _, per_sm = matmul_rungs.GEMV_GEOMETRY[rows]
+    slots = per_sm * 132
+    splits, k_rows = matmul_rungs.gemv_splits(K, blocks, slots, threads)
+    step = threads // 32 * matmul_rungs.GEMV_WARP_ROWS
+    assert k_rows % step == 0 and (splits - 1) * k_rows < K <= splits * k_rows
     assert splits == 1 or blocks * splits <= slots
     if splits > 1:
-        assert rows >= matmul_rungs.GEMV_MIN_WARP_STEPS * step
+        assert k_rows >= matmul_rungs.GEMV_MIN_WARP_STEPS * step
 
 
 def test_ladders_and_operations():

@@ -459,19 +459,34 @@ def test_gemv_products_of_few_rows(shape, layout, dtype, rng):
     assert_right_and_repeatable(got, out, (a, b, da, db), "gemv", f"gemv {shape} {layout}")
 
 
-def test_gemv_decode_step_splits_k(rng):
-    # One row of 8192 against 8192 x 8192 (auto's rung off Hopper): K split over several blocks
-    # a column tile, the ticket of each tile back at 0 for the next call (the same bytes again).
-    a = reference.random_array((1, 8192), numpy.float16, rng)
-    b = reference.random_array((8192, 8192), numpy.float16, rng)
+@pytest.mark.parametrize("M", [1, 16])
+def test_gemv_decode_step_splits_k(M, rng):
+    # M rows of 8192 against 8192 x 1024 (16 column tiles): K split over several blocks a
+    # column tile on any GPU, the ticket of each tile back at 0 for the next call (the same
+    # bytes again).
+    a = reference.random_array((M, 8192), numpy.float16, rng)
+    b = reference.random_array((8192, 1024), numpy.float16, rng)
     da, db = cupy.asarray(a), cupy.asarray(b)
-    out = poisoned((1, 8192), numpy.float16)
+    out = poisoned((M, 1024), numpy.float16)
     with record_launches() as launches:
         got = gk.matmul(da, db, out=out, method="gemv")
     assert [launch.rung for launch in launches] == ["gemv"], launches
     assert launches[0].grid[1] > 1  # K is split
-    assert_right_and_repeatable(got, out, (a, b, da, db), "gemv", "decode 1x8192x8192")
-    hopper = int(cupy.cuda.Device().compute_capability) == 90
+    assert_right_and_repeatable(got, out, (a, b, da, db), "gemv", f"decode {M}x8192x1024")
+
+
+@pytest.mark.parametrize("M", [1, 8, 9, 16])
+def test_auto_takes_gemv_for_decode_steps(M, rng):
+    # 8192 x 8192: gemv for every M here off Hopper; on Hopper in split_k's place up to
+    # GEMV_HOPPER_MAX_ROWS rows (one launch, not two), split_k past them.
+    a = reference.random_array((M, 8192), numpy.float16, rng)
+    b = reference.random_array((8192, 8192), numpy.float16, rng)
+    da, db = cupy.asarray(a), cupy.asarray(b)
+    out = poisoned((M, 8192), numpy.float16)
     with record_launches() as launches:
-        gk.matmul(da, db)
-    assert launches[0].rung == ("split_k" if hopper else "gemv"), launches
+        got = gk.matmul(da, db, out=out)
+    hopper = int(cupy.cuda.Device().compute_capability) == 90
+    split_k = hopper and M > matmul_rungs.GEMV_HOPPER_MAX_ROWS
+    assert {launch.rung for launch in launches} == {"split_k" if split_k else "gemv"}, launches
+    assert_right_and_repeatable(got, out, (a, b, da, db), "split_k" if split_k else "gemv",
+                                f"decode {M}x8192x8192")

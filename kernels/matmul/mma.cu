@@ -623,9 +623,11 @@ __global__ void __launch_bounds__(THREADS, 2)
 // k and n each fragment slot stands for is this kernel's own numbering, the same for B and A,
 // so the sums are those of C = A B. A (8 or 16 rows of the tile, MT = 1 or 2 mma columns) is
 // the B operand: each step's 16 columns of it staged in the warp's own rows of shared memory.
-// Launch contract (ops/matmul/rungs.py, GEMV_*):
-//   threads per block : THREADS = 256 (8 warps along K), two blocks an SM (128 registers),
-//                       blockDim = (THREADS, 1, 1)
+// Launch contract (ops/matmul/rungs.py, GEMV_GEOMETRY; by MT):
+//   threads per block : THREADS = 512 (16 warps along K) for MT = 1, 256 (8) for MT = 2 (its
+//                       warp sums take 32 KiB at 8 warps), blockDim = (THREADS, 1, 1)
+//   steps in flight   : DEPTH = 3 for MT = 1, 2 for MT = 2 (each step 4 words of B a lane)
+//   blocks an SM      : BLOCKS = 1 (MT = 1) or 2 (MT = 2), the launch bounds' minimum
 //   grid              : (ceil(N / 64), splits, matrices x ceil(M / (8 MT)))
 //   a block           : 64 columns of C, 8 MT rows, rows [split * k_split, + k_split) of K
 // The warps' tiles are summed in shared memory in warp order; with one split the block writes
@@ -634,7 +636,9 @@ __global__ void __launch_bounds__(THREADS, 2)
 // the ticket. Every sum has one order: results are bitwise reproducible. ALIGNED: B has unit
 // column stride and 16-byte aligned rows (the host checks), so a lane loads whole words.
 // Measured (H100, held, of a device copy; NOTES 146): 1 x 8192 x 8192 float16 0.94 (rung 9's
-// split_k 0.97, cuBLAS 1.06), 16 x 8192 x 8192 0.86 (0.93): on Hopper auto keeps rung 9.
+// split_k 0.97, cuBLAS 1.06), 16 x 8192 x 8192 0.86 (0.93), with 256 threads and three steps
+// in flight for both MT. The geometry by MT above is NOTES 150's probe of raw launches, per
+// call: one row 0.0612 -> 0.0589 ms, sixteen 0.0669 -> 0.0647 (NOTES 154 measures it here).
 // ---------------------------------------------------------------------------------------------
 // 8 consecutive 16-bit elements of one row of B (zeros past N or outside the K range).
 template <typename T, bool ALIGNED>
@@ -670,8 +674,8 @@ __device__ __forceinline__ unsigned gk_gemv_word(const uint4& w, int j) {
     return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
 }
 
-template <typename T, int THREADS, int MT, bool ALIGNED>
-__global__ void __launch_bounds__(THREADS, 2)
+template <typename T, int THREADS, int MT, int DEPTH, int BLOCKS, bool ALIGNED>
+__global__ void __launch_bounds__(THREADS, BLOCKS)
 matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M, int N,
             int K, int m_blocks, int k_split, i64 a_batch_stride, i64 a_row_stride,
             i64 a_col_stride, i64 b_batch_stride, i64 b_row_stride, i64 b_col_stride,
@@ -681,6 +685,8 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
     constexpr int GK_GEMV_ROWS = 16;  // rows of B a warp takes per step: an mma's K
     constexpr int WARPS = THREADS / 32, MB = 8 * MT, TILE = MB * GK_GEMV_COLS;
     static_assert(THREADS % 32 == 0 && TILE % THREADS == 0, "whole warps; whole tile passes");
+    static_assert(WARPS * (TILE * 4 + MB * 48) <= 48 * 1024 && DEPTH >= 2,
+                  "the warp sums and A's staged rows fit static shared memory; a ring");
     __shared__ float warp_sums[WARPS][TILE];
     __shared__ bool is_last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -755,7 +761,7 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
             for (int mt = 0; mt < MT; ++mt) gk_mma_k16(acc[mt][j], a, b[mt][0], b[mt][1], T());
         }
     };
-    constexpr int STEP = WARPS * GK_GEMV_ROWS, DEPTH = 3;
+    constexpr int STEP = WARPS * GK_GEMV_ROWS;
     const int first = k_begin + warp * GK_GEMV_ROWS;
     uint4 ring[DEPTH][4];
 #pragma unroll

@@ -8,6 +8,7 @@ layout once (:data:`~gpukernels._core.launch.PLANS`) and then only allocates and
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -23,13 +24,16 @@ from ..._core.launch import (
     PLANS,
     Array,
     KernelCall,
+    StreamArray,
     ceil_div,
     dry_run,
     finish_out,
     index_type,
+    power_of_two,
     prepare_out,
     resident_blocks,
     span,
+    stream_buffers,
 )
 from . import check, rungs, tensor_map
 from .rungs import LADDER, PRECISIONS, Problem
@@ -230,31 +234,13 @@ def _simt_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: in
     return launches
 
 
-#: gemv's scratch per (device, stream): the splits' float32 partial tiles and a ticket per tile
-#: of C (0 at launch, left at 0 by the kernel). Launches on one stream run in order, so they
-#: share it; it grows to the largest launch.
-_GEMV_SCRATCH: dict[tuple[int, int], tuple[Any, Any]] = {}
-
-
-class _GemvCall:
-    """A gemv launch with its scratch (:data:`_GEMV_SCRATCH`): ``partials`` floats and
-    ``tickets`` tickets."""
-
-    __slots__ = ("call", "partials", "tickets")
-
-    def __init__(self, call: KernelCall, partials: int, tickets: int) -> None:
-        self.call, self.partials, self.tickets = call, partials, tickets
-
-    def __call__(self, a: Any, b: Any, c: Any) -> None:
-        cupy = _device.cupy
-        key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
-        found = _GEMV_SCRATCH.get(key)
-        if found is None or found[0].size < self.partials or found[1].size < self.tickets:
-            size = (builtins.max(self.partials, found[0].size if found else 1),
-                    builtins.max(self.tickets, found[1].size if found else 1))
-            found = _GEMV_SCRATCH[key] = (cupy.empty(size[0], numpy.float32),
-                                          cupy.zeros(size[1], numpy.uint32))
-        self.call(a, b, c, *found)
+def _gemv_scratch(partials: int, tickets: int) -> tuple:
+    """gemv's scratch on the current device and stream: ``partials`` floats for the splits'
+    partial tiles and ``tickets`` integer tickets, one per tile of C (0 at launch, left at 0 by
+    the kernel); sizes are powers of two, so few sets serve every launch."""
+    cupy = _device.cupy
+    return stream_buffers(("gemv", partials, tickets), lambda: (
+        cupy.empty(partials, numpy.float32), cupy.zeros(tickets, numpy.uint32)))
 
 
 def _gemv_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int,
@@ -280,25 +266,27 @@ def _gemv_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: in
         chunks = [(i, 1, r, builtins.min(rows_per_launch, M - r))
                   for i in range(batch) for r in range(0, M, rows_per_launch)]
     strips = ceil_div(N, tile_cols)
-    slots = resident_blocks(shape.rung.source, instance, rungs.GEMV_THREADS) * \
+    threads = shape.block[0]
+    slots = resident_blocks(shape.rung.source, instance, threads) * \
         _device.multiprocessor_count()
     itemsize = compute.itemsize
     strides = [numpy.int64(s // x.itemsize) for x in (a_stack, b_stack) for s in x.strides]
     launches = []
     for first, count, row, rows in chunks:
         tiles_z = count * ceil_div(rows, tile_rows)
-        splits, k_rows = rungs.gemv_splits(K, strips * tiles_z, slots)
+        splits, k_rows = rungs.gemv_splits(K, strips * tiles_z, slots, threads)
         args = (Array(0), Array(1), Array(2), numpy.int32(rows), numpy.int32(N), numpy.int32(K),
                 numpy.int32(ceil_div(rows, tile_rows)), numpy.int32(k_rows), *strides,
-                Array(3), Array(4))
+                StreamArray(0), StreamArray(1))
+        # scratch only where K is split (one split writes C and touches neither)
+        tiles = strips * tiles_z if splits > 1 else 1
+        partials = tiles * splits * tile_rows * tile_cols if splits > 1 else 1
+        scratch = functools.partial(_gemv_scratch, power_of_two(partials), power_of_two(tiles))
         call = KernelCall(shape.rung.source, instance, (strips, splits, tiles_z), shape.block,
-                          args, 0, shape.rung.name)
-        tiles = strips * tiles_z
+                          args, 0, shape.rung.name, scratch)
         offsets = (first * a_stack.strides[0] + row * a_stack.strides[1],
                    first * b_stack.strides[0], (first * M + row) * N * itemsize)
-        launches.append((_GemvCall(call, tiles * splits * tile_rows * tile_cols
-                                   if splits > 1 else 1, tiles),
-                         offsets if any(offsets) else None))
+        launches.append((call, offsets if any(offsets) else None))
     return launches
 
 
@@ -486,9 +474,10 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
     method : str, optional
         A rung of ``gpukernels.methods("matmul")``, or ``"auto"``: the tensor cores for float16
         and bfloat16 on compute capability 8.0 and newer (and for ``precision="tf32"``): on
-        9.0 (Hopper) ``"split_k"`` where the tiles of C are too few for the GPU and K is long,
-        else ``"wgmma"``; ``"mma"`` on the others; else the fastest SIMT rung (the README's
-        table). The tensor-core rungs take float16 and bfloat16, and float32 only as TF32.
+        9.0 (Hopper) ``"split_k"`` where the tiles of C are too few for the GPU and K is long
+        (``"gemv"`` there for at most 8 rows of float16 or bfloat16), else ``"wgmma"``; on the
+        others ``"gemv"`` for at most 16 rows of float16 or bfloat16, else ``"mma"``; else the
+        fastest SIMT rung (the README's table). The tensor-core rungs take float16 and bfloat16, and float32 only as TF32.
         ``"wgmma"`` and ``"split_k"`` run on compute capability 9.0 only; they copy operands
         whose rows are not 16-byte aligned into padded temporaries.
     out : cupy.ndarray, optional

@@ -226,11 +226,20 @@ def plan_mma(p: Problem) -> Shape:
 
 # --- rung 10: gemv (kernels/matmul/mma.cu) --------------------------------------------------------------
 
-GEMV_THREADS = 256  # 8 warps, each its own rows of B
+#: Geometry by the rows of C a block computes (:func:`gemv_rows`): (threads, steps of B in
+#: flight, blocks an SM). NOTES 150 swept them on an H100 (raw launches, per call, float16,
+#: K = N = 8192): eight rows 0.0589 ms at (512, 3, 1) against 0.0612 at (256, 3, 2), sixteen
+#: 0.0647 at (256, 2, 2) against 0.0669 at (256, 3, 2); sixteen rows in 512 threads would need
+#: 64 KiB of warp sums.
+GEMV_GEOMETRY = {8: (512, 3, 1), 16: (256, 2, 2)}
 GEMV_COLS = 64  # columns of C per block: a warp's 16 rows of B are whole 128-byte lines
 GEMV_WARP_ROWS = 16  # rows of B a warp takes per step: an mma's K
 #: ``auto`` takes gemv for products of at most this many rows: two mma columns of 8 rows.
 GEMV_MAX_ROWS = 16
+#: On Hopper, ``auto`` takes gemv in split_k's place for products of at most this many rows:
+#: one launch where split_k takes two, level held and 3-9% ahead per call at 1 and 8 rows of
+#: K = N = 8192; split_k stays ahead at 16 rows (NOTES 154).
+GEMV_HOPPER_MAX_ROWS = 8
 #: A split of K gives each warp at least this many steps (its loads' latency amortised).
 GEMV_MIN_WARP_STEPS = 4
 
@@ -241,15 +250,17 @@ def gemv_rows(M: int) -> int:
 
 
 def _gemv_instance(compute: numpy.dtype, rows: int, aligned: bool) -> str:
-    return (f"matmul_gemv<{TENSOR_CORE_C_TYPES[compute]}, {GEMV_THREADS}, {rows // 8}, "
-            f"{'true' if aligned else 'false'}>")
+    threads, depth, blocks = GEMV_GEOMETRY[rows]
+    return (f"matmul_gemv<{TENSOR_CORE_C_TYPES[compute]}, {threads}, {rows // 8}, {depth}, "
+            f"{blocks}, {'true' if aligned else 'false'}>")
 
 
-def gemv_splits(K: int, blocks: int, slots: int) -> tuple[int, int]:
-    """(splits, rows of K each) for a gemv launch of ``blocks`` blocks per split where the
-    GPU runs ``slots`` at once: enough splits of K to fill them (a wave, not more), each a
-    whole number of the block's steps and at least GEMV_MIN_WARP_STEPS steps a warp."""
-    step = GEMV_THREADS // 32 * GEMV_WARP_ROWS
+def gemv_splits(K: int, blocks: int, slots: int, threads: int) -> tuple[int, int]:
+    """(splits, rows of K each) for a gemv launch of ``blocks`` blocks of ``threads`` per
+    split where the GPU runs ``slots`` at once: enough splits of K to fill them (a wave, not
+    more), each a whole number of the block's steps and at least GEMV_MIN_WARP_STEPS steps a
+    warp."""
+    step = threads // 32 * GEMV_WARP_ROWS
     most = max(1, K // (GEMV_MIN_WARP_STEPS * step))
     splits = max(1, min(most, slots // max(1, blocks)))
     rows = ceil_div(ceil_div(max(K, 1), splits), step) * step
@@ -266,7 +277,8 @@ def plan_gemv(p: Problem) -> Shape:
     compute = _check_tensor_cores(p, "gemv")
     if max(p.M, p.N, p.K) >= 2**31:
         raise ValueError("the gemv rung takes M, N and K below 2**31")
-    return Shape(LADDER["gemv"], (GEMV_THREADS, 1, 1), (gemv_rows(p.M), GEMV_COLS), 0, compute,
+    rows = gemv_rows(p.M)
+    return Shape(LADDER["gemv"], (GEMV_GEOMETRY[rows][0], 1, 1), (rows, GEMV_COLS), 0, compute,
                  True)
 
 
@@ -612,7 +624,9 @@ def choose(p: Problem) -> Rung:
 
     float16, bfloat16 and precision="tf32" run on the tensor cores (compute capability 8.0 and
     newer): on 9.0 split_k wherever it would cut K into two or more slices and wgmma would
-    leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`), else wgmma; elsewhere
+    leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`), or gemv there for
+    float16 and bfloat16 products of at most :data:`GEMV_HOPPER_MAX_ROWS` rows, else wgmma;
+    elsewhere
     gemv for float16 and bfloat16 products of at most :data:`GEMV_MAX_ROWS` rows (decode
     steps: mma's 128-row tiles would compute rows of zeros; NOTES 145 compares the two on an
     H100, the one GPU measured) and mma for the rest. Over the shape suite (H100, float16, NOTES 95) that rule's geometric mean is
@@ -628,6 +642,8 @@ def choose(p: Problem) -> Rung:
         if p.capability == WGMMA_CAPABILITY and wgmma_fits(p):
             compute = compute_dtype(p.dtype, p.K, tensor_cores=True)
             split = split_k_slices(p, compute)[0] >= 2 and _split_k_pays(p, compute)
+            if split and p.dtype in HALF_TYPES and p.M <= GEMV_HOPPER_MAX_ROWS:
+                return LADDER["gemv"]
             return LADDER["split_k" if split else "wgmma"]
         if p.dtype in HALF_TYPES and p.M <= GEMV_MAX_ROWS and max(p.N, p.K) < 2**31:
             return LADDER["gemv"]
