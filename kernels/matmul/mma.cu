@@ -635,10 +635,11 @@ __global__ void __launch_bounds__(THREADS, 2)
 // integer ticket, as reduce_one_pass) adds the splits in split order and writes C, resetting
 // the ticket. Every sum has one order: results are bitwise reproducible. ALIGNED: B has unit
 // column stride and 16-byte aligned rows (the host checks), so a lane loads whole words.
-// Measured (H100, held, of a device copy; NOTES 146): 1 x 8192 x 8192 float16 0.94 (rung 9's
-// split_k 0.97, cuBLAS 1.06), 16 x 8192 x 8192 0.86 (0.93), with 256 threads and three steps
-// in flight for both MT. The geometry by MT above is NOTES 150's probe of raw launches, per
-// call: one row 0.0612 -> 0.0589 ms, sixteen 0.0669 -> 0.0647 (NOTES 154 measures it here).
+// Measured (H100, float16, 8192 x 8192; NOTES 154): held, of cuBLAS, one row 0.89 -> 0.91-0.92
+// with the geometry by MT above (256 threads and three steps in flight before), level with
+// rung 9's split_k; sixteen rows 0.82 -> 0.83-0.84 (split_k 0.88-0.90). One launch where
+// split_k takes two: per call 3-6% ahead of it at 1 and 8 rows, so auto takes this rung for
+// up to 8 rows on Hopper too; of a device copy, one row 0.93 held, 0.81 per call.
 // ---------------------------------------------------------------------------------------------
 // 8 consecutive 16-bit elements of one row of B (zeros past N or outside the K range).
 template <typename T, bool ALIGNED>
