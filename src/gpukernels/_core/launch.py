@@ -399,7 +399,9 @@ class KernelCall:
             return
         words = self._words
         stream = _current_stream().ptr
-        with self._lock:  # the slots are this call's until the driver has copied them
+        lock = self._lock
+        lock.acquire()  # the slots are this call's until the driver has copied them
+        try:
             for word, index in self._pointer_words:
                 words[word] = arrays[index].data.ptr
             for word, index, nbytes in self._value_words:
@@ -423,6 +425,8 @@ class KernelCall:
                 # driver's launch does not. Bind it, as CuPy's first call would, and launch.
                 _bind_current_device()
                 _launch_kernel(*self._launch_head, stream, self._pointers_address, 0)
+        finally:
+            lock.release()
 
 
 CUDA_ERROR_INVALID_CONTEXT = 201

@@ -128,13 +128,13 @@ def scratch_sizes(multiprocessors: int) -> tuple[int, int]:
 
 
 def _planned(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
-             before_planning: Callable[[], None]) -> tuple[Any, tuple]:
+             out: Any = None, before_planning: Callable[[], None] | None = None
+             ) -> tuple[Any, tuple]:
     """``(x, plan)``: the plan of a reduction of the device array ``x`` (see :func:`_plan`),
     made and validated once per layout (a planned layout has passed every check: all the plan
-    depends on is in its key). ``before_planning`` runs first when a plan is made (a bad
-    ``out=`` is refused before any kernel is fetched). ``x`` comes back as a contiguous copy
-    when its strides are not whole elements."""
-    cupy = _device.cupy
+    depends on is in its key). When a plan is made, a bad ``out`` is refused first, then
+    ``before_planning`` runs, both before any kernel is fetched. ``x`` comes back as a
+    contiguous copy when its strides are not whole elements."""
     data = x.data
     try:
         key = (operation, x.shape, x.strides, x.dtype,
@@ -145,9 +145,13 @@ def _planned(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, meth
         # (and validate) every time
         key, planned = None, None
     if planned is None:
-        before_planning()
+        if out is not None:
+            result_dtype, out_shape = _result(operation, x, axis, dtype, keepdims)
+            prepare_out(out, out_shape, result_dtype, data.device_id, (x,), casting="unsafe")
+        if before_planning is not None:
+            before_planning()
         if x.strides and builtins.any(st % x.itemsize for st in x.strides):
-            x = cupy.ascontiguousarray(x)  # strides the kernels cannot express
+            x = _device.cupy.ascontiguousarray(x)  # strides the kernels cannot express
             key = None
         with x.device:
             planned = _plan(operation, x, axis, dtype, keepdims, method)
@@ -165,15 +169,9 @@ def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, metho
     cupy = _device.cupy
     if cupy is None or type(x) is not cupy.ndarray:
         x = _device.as_device_array(x, "x")
-
-    def check_out() -> None:
-        if out is not None:
-            result_dtype, out_shape = _result(operation, x, axis, dtype, keepdims)
-            prepare_out(out, out_shape, result_dtype, x.data.device_id, (x,), casting="unsafe")
-
-    x, planned = _planned(operation, x, axis, dtype, keepdims, method, check_out)
-    device = x.data.device_id
+    x, planned = _planned(operation, x, axis, dtype, keepdims, method, out)
     direct = planned[4]
+    device = x.data.device_id
     if direct is not None and out is None and device == cupy.cuda.runtime.getDevice():
         # 2. Allocate and 3. launch: most calls, with nothing else to do (cupy.ndarray is
         # cupy.empty without its Python frame, 0.7 us a call).
@@ -218,7 +216,8 @@ def moments(x: Any, axis: tuple[int, ...], keepdims: bool, method: str,
     the same values in the order the kernels wrote them; None when no kernel is needed (an
     empty input, or length-1 axes only: each result is then one element's, with m2 = 0). For
     var and std; ``before_planning`` as in :func:`_planned`."""
-    x, planned = _planned("var", x, axis, None, keepdims, method, before_planning)
+    x, planned = _planned("var", x, axis, None, keepdims, method,
+                          before_planning=before_planning)
     _, out_shape, program, result_index, _ = planned
     if program is None:
         return None
