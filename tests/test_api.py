@@ -300,6 +300,48 @@ def test_matmul_auto_simt_rung_by_shape(shape, dtype, expected):
     assert matmul_rungs.choose(problem).name == expected
 
 
+def test_matmul_auto_reads_a_b_that_tma_cannot_in_gemv():
+    # On Hopper a B that TMA cannot read as it is (x @ W.T: K-contiguous columns) would be
+    # copied by wgmma and split_k on every call; up to GEMV_MAX_ROWS rows gemv reads it as it
+    # is, whatever K (wgmma's short K too); past them, and for a B read as it is, as before.
+    for M, K, expected in [(1, 8192, "gemv"), (16, 8192, "gemv"), (16, 64, "gemv"),
+                           (17, 8192, "split_k"), (17, 64, "wgmma")]:
+        problem = matmul_rungs.Problem(1, M, 8192, K, numpy.dtype("float16"), "highest", 90,
+                                       132, b_as_is=False)
+        assert matmul_rungs.choose(problem).name == expected, (M, K)
+    as_is = matmul_rungs.Problem(1, 16, 8192, 8192, numpy.dtype("float16"), "highest", 90, 132)
+    assert matmul_rungs.choose(as_is).name == "split_k"
+
+
+class _Stack:
+    """What gemv_layout reads of a (batch, K, N) stack of 2-byte items."""
+
+    itemsize = 2
+
+    def __init__(self, shape, strides, address):
+        self.shape, self.strides = shape, tuple(2 * s for s in strides)
+        self.data = type("Data", (), {"ptr": address})()
+
+
+def test_gemv_reads_b_by_its_layout():
+    rows, columns, anyway = (matmul_rungs.GEMV_ROWS, matmul_rungs.GEMV_COLUMNS,
+                             matmul_rungs.GEMV_ANY)
+    K, N = 64, 40
+    layout = matmul_rungs.gemv_layout
+    assert layout(_Stack((3, K, N), (K * N, N, 1), 4096)) == rows
+    assert layout(_Stack((3, K, N), (K * N, N, 1), 4104)) == anyway  # rows not 16-byte aligned
+    assert layout(_Stack((3, K, N), (K * N, 1, K), 4096)) == columns  # W.T of a row-major W
+    assert layout(_Stack((3, K, N), (K * N, 1, K), 4104)) == columns  # 8 bytes are enough
+    assert layout(_Stack((3, K, N), (0, 1, K), 4096)) == columns  # one W, broadcast
+    assert layout(_Stack((1, 63, N), (63 * N, 1, 63), 4096)) == anyway  # columns 126 bytes apart
+    assert layout(_Stack((1, K, N), (2 * K * N, 2, 2 * K), 4096)) == anyway  # every other k
+    assert layout(_Stack((1, K, N), (K * N, 1, K), 4098)) == anyway
+    # one matrix: its batch stride (a reshape's, of a sliced W) does not count
+    assert layout(_Stack((1, K, N), (K - 1, 1, K), 4096)) == columns
+    assert layout(_Stack((1, K, N), (N - 1, N, 1), 4096)) == rows
+    assert layout(_Stack((2, K, N), (K * N - 1, 1, K), 4096)) == anyway
+
+
 @pytest.mark.parametrize("capability, expected", [(80, "mma"), (89, "mma"), (90, "wgmma"),
                                                   (100, "mma"), (120, "mma")])
 def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):

@@ -475,6 +475,28 @@ def test_gemv_decode_step_splits_k(M, rng):
     assert_right_and_repeatable(got, out, (a, b, da, db), "gemv", f"decode {M}x8192x1024")
 
 
+@pytest.mark.parametrize("dtype", [numpy.dtype(numpy.float16), BFLOAT16], ids=str)
+@pytest.mark.parametrize("M", [1, 16])
+def test_auto_reads_w_transposed_in_gemv(M, dtype, rng):
+    # x @ W.T with W row-major (a linear layer's decode step): B's columns are K-contiguous.
+    # auto takes gemv (on Hopper too, where wgmma and split_k would copy B every call), which
+    # reads the columns as whole 8-byte words (its LAYOUT 2). W's rows are 4104 elements
+    # apart and K = 4099 of them are read: the last word of each column is read in part.
+    K, N = 4099, 1000
+    a = reference.random_array((M, K), dtype, rng)
+    w = reference.random_array((N, K), dtype, rng)
+    da = cupy.asarray(a)
+    padded = numpy.zeros((N, K + 5), dtype)
+    padded[:, :K] = w
+    dw = cupy.asarray(padded)[:, :K]
+    out = poisoned((M, N), dtype)
+    with record_launches() as launches:
+        got = gk.matmul(da, dw.T, out=out)
+    assert [launch.rung for launch in launches] == ["gemv"], launches
+    assert launches[0].instance.endswith(f", {matmul_rungs.GEMV_COLUMNS}>"), launches
+    assert_right_and_repeatable(got, out, (a, w.T, da, dw.T), "gemv", f"x @ W.T {M}x{K}x{N}")
+
+
 @pytest.mark.parametrize("M", [1, 8, 9, 16])
 def test_auto_takes_gemv_for_decode_steps(M, rng):
     # 8192 x 8192: gemv for every M here off Hopper; on Hopper in split_k's place up to

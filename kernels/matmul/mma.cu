@@ -633,13 +633,20 @@ __global__ void __launch_bounds__(THREADS, 2)
 // The warps' tiles are summed in shared memory in warp order; with one split the block writes
 // C, else its float32 tile goes to partials and the last of the tile's blocks to finish (an
 // integer ticket, as reduce_one_pass) adds the splits in split order and writes C, resetting
-// the ticket. Every sum has one order: results are bitwise reproducible. ALIGNED: B has unit
-// column stride and 16-byte aligned rows (the host checks), so a lane loads whole words.
+// the ticket. Every sum has one order: results are bitwise reproducible. B's layout (LAYOUT,
+// the host checks it): 0 any strides, element by element; 1 unit column stride and 16-byte
+// aligned rows, a lane's 8 columns of one row in a word; 2 unit row stride and 8-byte aligned
+// columns (B = W^T of a row-major W, as in x @ W.T): a lane loads k = 4t .. 4t + 3 of each of
+// its 8 columns as one word, its fragment slots 2t, 2t + 1, 2t + 8 and 2t + 9 standing for
+// those four k (A's staged words read in that order too), so the four lanes of a column read
+// 32 contiguous bytes and the pairs need no permutes.
 // Measured (H100, float16, 8192 x 8192; NOTES 154): held, of cuBLAS, one row 0.89 -> 0.91-0.92
 // with the geometry by MT above (256 threads and three steps in flight before), level with
 // rung 9's split_k; sixteen rows 0.82 -> 0.83-0.84 (split_k 0.88-0.90). One launch where
 // split_k takes two: per call 3-6% ahead of it at 1 and 8 rows, so auto takes this rung for
-// up to 8 rows on Hopper too; of a device copy, one row 0.93 held, 0.81 per call.
+// up to 8 rows on Hopper too; of a device copy, one row 0.93 held, 0.81 per call. LAYOUT 2
+// (x @ W.T, NOTES 161): 1 x 8192 x 8192 0.093 -> 0.061 ms held (cuBLAS 0.049), level with
+// cuBLAS per call; the Hopper rungs copy such a B every call (0.56 ms).
 // ---------------------------------------------------------------------------------------------
 // 8 consecutive 16-bit elements of one row of B (zeros past N or outside the K range).
 template <typename T, bool ALIGNED>
@@ -675,7 +682,22 @@ __device__ __forceinline__ unsigned gk_gemv_word(const uint4& w, int j) {
     return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
 }
 
-template <typename T, int THREADS, int MT, int DEPTH, int BLOCKS, bool ALIGNED>
+// 4 consecutive 16-bit elements k .. k + 3 of one column of B (K-contiguous), zeros past
+// k_end or outside the column range.
+__device__ __forceinline__ uint2 gk_gemv_load_b_kmajor(const unsigned short* __restrict__ col,
+                                                       int k, int k_end, bool in) {
+    uint2 w = make_uint2(0u, 0u);
+    if (!in) return w;
+    if (k + 4 <= k_end) return __ldg(reinterpret_cast<const uint2*>(col + k));
+    unsigned short h[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = k + i < k_end ? __ldg(col + k + i) : (unsigned short)0;
+    w.x = h[0] | ((unsigned)h[1] << 16);
+    w.y = h[2] | ((unsigned)h[3] << 16);
+    return w;
+}
+
+template <typename T, int THREADS, int MT, int DEPTH, int BLOCKS, int LAYOUT>
 __global__ void __launch_bounds__(THREADS, BLOCKS)
 matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M, int N,
             int K, int m_blocks, int k_split, i64 a_batch_stride, i64 a_row_stride,
@@ -707,12 +729,26 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
     // The lane's rows of a step: kb + 2t, kb + 2t + 1 (its fragment's pair t) and kb + 2t + 8,
     // + 9 (pair t + 4); its columns n .. n + 7. A ring of DEPTH steps: the loads of the step
     // DEPTH - 1 ahead go out before each step's products.
+    // LAYOUT 2: r[i] holds k = kb + 4t .. + 3 of columns n + 2i (x, y) and n + 2i + 1 (z, w).
     auto load = [&](uint4 (&r)[4], int kb) {
+        if constexpr (LAYOUT == 2) {
+            const unsigned short* col = reinterpret_cast<const unsigned short*>(Bm) +
+                                        (i64)n * b_col_stride;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int k = kb + 2 * t + (i & 1) + 8 * (i >> 1);
-            r[i] = gk_gemv_load_b<T, ALIGNED>(Bm + k * b_row_stride, n, N, b_col_stride,
-                                              k < k_end);
+            for (int i = 0; i < 4; ++i) {
+                const uint2 lo = gk_gemv_load_b_kmajor(col + 2 * i * b_col_stride, kb + 4 * t,
+                                                       k_end, n + 2 * i < N);
+                const uint2 hi = gk_gemv_load_b_kmajor(col + (2 * i + 1) * b_col_stride,
+                                                       kb + 4 * t, k_end, n + 2 * i + 1 < N);
+                r[i] = make_uint4(lo.x, lo.y, hi.x, hi.y);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int k = kb + 2 * t + (i & 1) + 8 * (i >> 1);
+                r[i] = gk_gemv_load_b<T, LAYOUT == 1>(Bm + k * b_row_stride, n, N,
+                                                      b_col_stride, k < k_end);
+            }
         }
     };
     // A's 8 MT rows x 16 columns of a step, staged in the warp's own rows of 48 bytes (lane
@@ -744,20 +780,28 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
     auto step = [&](const uint4 (&r)[4], int kb) {
         stage_a(kb);
         const unsigned* a_rows = reinterpret_cast<const unsigned*>(a_tiles[warp]);
-        unsigned b[MT][2];  // A's pairs: rows m0 + 8 mt + g, columns kb + 2t (+ 8)
+        // A's pairs: rows m0 + 8 mt + g; columns kb + 2t (+ 8) (LAYOUT 2: kb + 4t (+ 2))
+        unsigned b[MT][2];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-            b[mt][0] = a_rows[(8 * mt + g) * 12 + t];
-            b[mt][1] = a_rows[(8 * mt + g) * 12 + t + 4];
+            const int word = (8 * mt + g) * 12 + (LAYOUT == 2 ? 2 * t : t);
+            b[mt][0] = a_rows[word];
+            b[mt][1] = a_rows[word + (LAYOUT == 2 ? 1 : 4)];
         }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             // Fragment rows g and g + 8 of product j are columns n + 2j and n + 2j + 1; its
-            // k pairs t and t + 4 are rows kb + 2t (+1) and kb + 2t + 8 (+9).
-            const unsigned w0 = gk_gemv_word(r[0], j), w1 = gk_gemv_word(r[1], j);
-            const unsigned w2 = gk_gemv_word(r[2], j), w3 = gk_gemv_word(r[3], j);
-            const unsigned a[4] = {__byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632),
-                                   __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632)};
+            // k pairs t and t + 4 are rows kb + 2t (+1) and kb + 2t + 8 (+9) (LAYOUT 2: kb +
+            // 4t (+1) and kb + 4t + 2 (+3), one word each).
+            unsigned a[4];
+            if constexpr (LAYOUT == 2) {
+                a[0] = r[j].x, a[1] = r[j].z, a[2] = r[j].y, a[3] = r[j].w;
+            } else {
+                const unsigned w0 = gk_gemv_word(r[0], j), w1 = gk_gemv_word(r[1], j);
+                const unsigned w2 = gk_gemv_word(r[2], j), w3 = gk_gemv_word(r[3], j);
+                a[0] = __byte_perm(w0, w1, 0x5410), a[1] = __byte_perm(w0, w1, 0x7632);
+                a[2] = __byte_perm(w2, w3, 0x5410), a[3] = __byte_perm(w2, w3, 0x7632);
+            }
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) gk_mma_k16(acc[mt][j], a, b[mt][0], b[mt][1], T());
         }

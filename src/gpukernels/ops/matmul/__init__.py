@@ -251,11 +251,7 @@ def _gemv_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: in
     C)."""
     compute, (tile_rows, tile_cols) = shape.compute, shape.tile
     batch = a_stack.shape[0]
-    unit = 16 // compute.itemsize
-    b_strides = [s // b_stack.itemsize for s in b_stack.strides]
-    aligned = b_stack.data.ptr % 16 == 0 and (b_strides[2] == 1 or N == 1) and \
-        b_strides[1] % unit == 0 and b_strides[0] % unit == 0
-    instance = shape.instance("int", aligned)
+    instance = shape.instance("int", rungs.gemv_layout(b_stack))
     m_blocks = ceil_div(M, tile_rows)
     if m_blocks <= MAX_GRID_YZ:  # (first matrix, matrices, first row, rows)
         per_launch = builtins.max(1, MAX_GRID_YZ // m_blocks)
@@ -425,8 +421,14 @@ def _plan(a: Any, b: Any, rung: rungs.Rung | None, precision: str, c_address: in
     if precision == "tf32" and dtype != numpy.float32:
         raise ValueError(f"precision='tf32' applies to float32 products; this one is {dtype}")
     batch = math.prod(batch_shape)
-    problem = Problem(batch, M, N, K, dtype, precision, _device.compute_capability(),
-                      _device.multiprocessor_count())
+    capability = _device.compute_capability()
+    b_as_is = True
+    if rung is None and capability == rungs.WGMMA_CAPABILITY and dtype in rungs.HALF_TYPES \
+            and M <= rungs.GEMV_MAX_ROWS and 0 not in out_shape:  # auto's decode steps
+        b_stack = _stack(b, batch_shape, K, N, dtype)
+        b_as_is = tensor_map.tma_compatible(b_stack if b_stack.strides[0] else b_stack[:1])
+    problem = Problem(batch, M, N, K, dtype, precision, capability,
+                      _device.multiprocessor_count(), b_as_is)
     chosen = rung if rung is not None else rungs.choose(problem)
     shape = chosen.plan(problem)
     compute = shape.compute
@@ -475,7 +477,8 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
         A rung of ``gpukernels.methods("matmul")``, or ``"auto"``: the tensor cores for float16
         and bfloat16 on compute capability 8.0 and newer (and for ``precision="tf32"``): on
         9.0 (Hopper) ``"split_k"`` where the tiles of C are too few for the GPU and K is long
-        (``"gemv"`` there for at most 8 rows of float16 or bfloat16), else ``"wgmma"``; on the
+        (``"gemv"`` there for at most 8 rows of float16 or bfloat16, and for at most 16 where
+        ``b`` is a transposed view such as ``w.T``), else ``"wgmma"``; on the
         others ``"gemv"`` for at most 16 rows of float16 or bfloat16, else ``"mma"``; else the
         fastest SIMT rung (the README's table). The tensor-core rungs take float16 and bfloat16, and float32 only as TF32.
         ``"wgmma"`` and ``"split_k"`` run on compute capability 9.0 only; they copy operands

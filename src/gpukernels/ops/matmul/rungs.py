@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy
 
@@ -63,6 +64,9 @@ class Problem:
         The device's compute capability (90 for 9.0).
     multiprocessors : int
         Its SM count (what ``auto`` fills).
+    b_as_is : bool
+        Whether TMA reads B as it is (N-contiguous rows 16 bytes apart); the Hopper rungs copy
+        any other B into a padded stack on every call.
     """
 
     batch: int
@@ -73,6 +77,7 @@ class Problem:
     precision: str
     capability: int
     multiprocessors: int
+    b_as_is: bool = True
 
 
 @dataclass(frozen=True)
@@ -94,12 +99,15 @@ class Shape:
     #: blockIdx.x, blockIdx.x + gridDim.x, ... (0: a block per tile)
     persistent_blocks: int = 0
 
-    def instance(self, index: str, aligned: bool) -> str:
+    def instance(self, index: str, aligned: bool | int) -> str:
+        """The kernel instance for an index type and the operands' alignment (gemv: how it
+        reads B, :func:`gemv_layout`)."""
         if self.rung.name in HOPPER_RUNGS:  # one instance per type and tile width
             return hopper_instance(self.rung.name, self.compute, self.tile)
         if self.rung.name == "gemv":  # 32-bit loop indices, 64-bit offsets
-            return _gemv_instance(self.compute, self.tile[0], aligned)
-        return _INSTANCE[self.rung.name](self.compute, index, aligned and self.aligned_flag)
+            return _gemv_instance(self.compute, self.tile[0], int(aligned))
+        return _INSTANCE[self.rung.name](self.compute, index,
+                                         bool(aligned) and self.aligned_flag)
 
 
 def compute_dtype(result: numpy.dtype, K: int, tensor_cores: bool) -> numpy.dtype:
@@ -249,10 +257,34 @@ def gemv_rows(M: int) -> int:
     return 8 if M <= 8 else 16
 
 
-def _gemv_instance(compute: numpy.dtype, rows: int, aligned: bool) -> str:
+#: How gemv reads B (the kernel's LAYOUT): element by element (any strides), 16-byte words of
+#: N-contiguous rows, or 8-byte words of K-contiguous columns (B = W.T of a row-major W).
+GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS = 0, 1, 2
+
+
+def _gemv_instance(compute: numpy.dtype, rows: int, layout: int) -> str:
     threads, depth, blocks = GEMV_GEOMETRY[rows]
     return (f"matmul_gemv<{TENSOR_CORE_C_TYPES[compute]}, {threads}, {rows // 8}, {depth}, "
-            f"{blocks}, {'true' if aligned else 'false'}>")
+            f"{blocks}, {int(layout)}>")
+
+
+def gemv_layout(b_stack: Any) -> int:
+    """How gemv reads ``b_stack`` ((batch, K, N) with its strides): whole 16-byte words of
+    rows where they are N-contiguous and aligned, 8-byte words of columns where they are
+    K-contiguous and aligned, else element by element."""
+    batch, K, N = b_stack.shape
+    unit = 16 // b_stack.itemsize
+    batch_stride, row_stride, col_stride = (st // b_stack.itemsize for st in b_stack.strides)
+    if batch == 1:
+        batch_stride = 0  # one matrix: no stride between matrices to align
+    address = b_stack.data.ptr
+    if address % 16 == 0 and (col_stride == 1 or N == 1) and row_stride % unit == 0 and \
+            batch_stride % unit == 0:
+        return GEMV_ROWS
+    if address % 8 == 0 and (row_stride == 1 or K == 1) and col_stride % (unit // 2) == 0 and \
+            batch_stride % (unit // 2) == 0:
+        return GEMV_COLUMNS
+    return GEMV_ANY
 
 
 def gemv_splits(K: int, blocks: int, slots: int, threads: int) -> tuple[int, int]:
@@ -507,8 +539,9 @@ SPLIT_K_SUM_GROUPS = tuple(
 def _gemv_groups() -> tuple:
     """float16's instances at import (auto's rung for decode steps), bfloat16's on first use."""
     return tuple(MMA_SOURCE.add(f"gemv {TENSOR_CORE_C_TYPES[c]}",
-                                [_gemv_instance(c, rows, aligned) for rows in (8, 16)
-                                 for aligned in (False, True)], eager=c != BFLOAT16)
+                                [_gemv_instance(c, rows, layout) for rows in (8, 16)
+                                 for layout in (GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS)],
+                                eager=c != BFLOAT16)
                  for c in HALF_TYPES)
 
 
@@ -603,7 +636,8 @@ LADDER = Ladder("matmul", (
                layout="M, N and K below 2**31",
                precision="float32 only with precision='tf32'")),
     Rung("gemv", "a few rows of A (decode steps): each warp streams 16 x 64 tiles of B from "
-                 "global memory into mma.sync as they are (B^T A^T, pairs by byte permutes), "
+                 "global memory into mma.sync as they are (B^T A^T, pairs by byte permutes; "
+                 "K-contiguous columns, as in x @ W.T, as words of 4 k), "
                  "16 warps a block along K (8 for 16-row tiles), splits of K folded by the last "
                  "block to finish",
          MMA_SOURCE, "matmul_gemv", _gemv_groups(), plan_gemv,
@@ -626,7 +660,9 @@ def choose(p: Problem) -> Rung:
     float16, bfloat16 and precision="tf32" run on the tensor cores (compute capability 8.0 and
     newer): on 9.0 split_k wherever it would cut K into two or more slices and wgmma would
     leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`), or gemv there for
-    float16 and bfloat16 products of at most :data:`GEMV_HOPPER_MAX_ROWS` rows, else wgmma;
+    float16 and bfloat16 products of at most :data:`GEMV_HOPPER_MAX_ROWS` rows, and for those of
+    at most :data:`GEMV_MAX_ROWS` rows whose B TMA cannot read as it is (such as x @ W.T with
+    W row-major: the Hopper rungs would copy B on every call; NOTES 161), else wgmma;
     elsewhere
     gemv for float16 and bfloat16 products of at most :data:`GEMV_MAX_ROWS` rows (decode
     steps: mma's 128-row tiles would compute rows of zeros; NOTES 145 compares the two on an
@@ -643,7 +679,8 @@ def choose(p: Problem) -> Rung:
         if p.capability == WGMMA_CAPABILITY and wgmma_fits(p):
             compute = compute_dtype(p.dtype, p.K, tensor_cores=True)
             split = split_k_slices(p, compute)[0] >= 2 and _split_k_pays(p, compute)
-            if split and p.dtype in HALF_TYPES and p.M <= GEMV_HOPPER_MAX_ROWS:
+            if p.dtype in HALF_TYPES and ((split and p.M <= GEMV_HOPPER_MAX_ROWS) or
+                                          (not p.b_as_is and p.M <= GEMV_MAX_ROWS)):
                 return LADDER["gemv"]
             return LADDER["split_k" if split else "wgmma"]
         if p.dtype in HALF_TYPES and p.M <= GEMV_MAX_ROWS and max(p.N, p.K) < 2**31:
