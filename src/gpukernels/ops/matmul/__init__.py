@@ -477,8 +477,8 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
         A rung of ``gpukernels.methods("matmul")``, or ``"auto"``: the tensor cores for float16
         and bfloat16 on compute capability 8.0 and newer (and for ``precision="tf32"``): on
         9.0 (Hopper) ``"split_k"`` where the tiles of C are too few for the GPU and K is long
-        (``"gemv"`` there for at most 8 rows of float16 or bfloat16, and for at most 16 where
-        ``b`` is a transposed view such as ``w.T``), else ``"wgmma"``; on the others
+        (``"gemv"`` there for at most 8 rows of float16 or bfloat16), ``"gemv"`` for at most 16
+        rows wherever ``b`` is a transposed view such as ``w.T``, else ``"wgmma"``; on the others
         ``"gemv"`` for at most 16 rows of float16 or bfloat16, else ``"mma"``; else the
         fastest SIMT rung (the README's table). The tensor-core rungs take float16 and
         bfloat16, and float32 only as TF32.
