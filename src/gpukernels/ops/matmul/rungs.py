@@ -658,17 +658,17 @@ def choose(p: Problem) -> Rung:
     """``method="auto"``.
 
     float16, bfloat16 and precision="tf32" run on the tensor cores (compute capability 8.0 and
-    newer): on 9.0 split_k wherever it would cut K into two or more slices and wgmma would
-    leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`), or gemv there for
-    float16 and bfloat16 products of at most :data:`GEMV_HOPPER_MAX_ROWS` rows, and for those of
-    at most :data:`GEMV_MAX_ROWS` rows whose B TMA cannot read as it is (such as x @ W.T with
-    W row-major: the Hopper rungs would copy B on every call; NOTES 161), else wgmma;
-    elsewhere
-    gemv for float16 and bfloat16 products of at most :data:`GEMV_MAX_ROWS` rows (decode
-    steps: mma's 128-row tiles would compute rows of zeros; NOTES 145 compares the two on an
-    H100, the one GPU measured) and mma for the rest. Over the shape suite (H100, float16, NOTES 95) that rule's geometric mean is
-    0.80 of cuBLAS held and 1.16 per call (wgmma alone: 0.75 and 1.13). Among the
-    SIMT rungs, large_tile when its 256x128 tiles give every SM a block and cover M with at
+    newer). On 9.0: gemv for float16 and bfloat16 products of at most :data:`GEMV_MAX_ROWS`
+    rows whose B TMA cannot read as it is (such as x @ W.T with W row-major: the Hopper rungs
+    would copy B on every call; NOTES 161); split_k wherever it would cut K into two or more
+    slices and wgmma would leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`),
+    gemv there for float16 and bfloat16 products of at most :data:`GEMV_HOPPER_MAX_ROWS` rows
+    (one launch where split_k takes two; NOTES 154); else wgmma. Elsewhere gemv for float16
+    and bfloat16 products of at most :data:`GEMV_MAX_ROWS` rows (decode steps: mma's 128-row
+    tiles would compute rows of zeros; NOTES 147 compares the two on an H100, the one GPU
+    measured) and mma for the rest. Over the shape suite (H100, float16, NOTES 95) that
+    rule's geometric mean is 0.80 of cuBLAS held and 1.16 per call (wgmma alone: 0.75 and
+    1.13). Among the SIMT rungs, large_tile when its 256x128 tiles give every SM a block and cover M with at
     most :data:`LARGE_TILE_MAX_PADDING` times the rows warp_tiled's 128x128 ones do, and
     warp_tiled otherwise (H200: at 1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with
     32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73; a stack of 256
