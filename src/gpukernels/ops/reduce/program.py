@@ -36,7 +36,6 @@ COUNTER, PARTIALS, TICKETS = _Scratch("COUNTER", 0), _Scratch("PARTIALS", 1), _S
 SCRATCH_ITEM = 24  # bytes per partial: room for the widest accumulator (var's moments)
 
 
-
 def scratch(partials: int, tickets: int) -> tuple:
     """(counter, partials, tickets) of the current device and stream (:func:`stream_buffers`):
     one_pass's block counter, 0 at launch, and room for ``partials`` per-block partials (raw
