@@ -41,7 +41,7 @@ def call(op, x):
 
 @pytest.mark.parametrize("op, ladder", [
     ("transpose", ("naive", "naive_col", "shared", "vector", "words", "words_async",
-                   "narrow")),
+                   "narrow", "runs")),
     ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile", "mma",
                 "wgmma", "split_k", "gemv")),
     ("reduce", ("two_pass", "shuffle", "one_pass")),

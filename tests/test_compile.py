@@ -146,7 +146,7 @@ def _transpose_problems():
     """Problems covering every branch of the transpose plans: item sizes, aligned and odd
     shapes, strided columns, unaligned addresses, both index types, every capability."""
     shapes = [(64, 64), (8192, 8192), (8191, 8193), (33, 65), (4096, 4100), (48, 96), (1, 1),
-              (4, 4096), (4096, 4)]
+              (4, 4096), (4096, 4), (255, 4097)]
     for itemsize, index, capability in itertools.product(transpose_rungs.CARRIERS, ("int", "long long"),
                                                          (75, 80, 90)):
         for (rows, cols), col_stride, in_address, out_address in itertools.product(
@@ -178,7 +178,7 @@ def test_transpose_plans_launch_exactly_the_compiled_instances(rung):
 
 def test_transpose_auto_picks_every_kernel_it_should():
     picked = {transpose_rungs.choose(p).name for p in _transpose_problems()}
-    assert picked == {"vector", "words", "words_async", "narrow"}
+    assert picked == {"vector", "words", "words_async", "narrow", "runs"}
     # words_async needs cp.async (sm_80); below that the 1-byte odd rows go to words.
     odd = transpose_rungs.Problem(1, 1, 8191, 8193, (8191 * 8193, 8193, 1), (8191 * 8193, 8191),
                                   0, 0, 75, "int")

@@ -56,10 +56,10 @@ def every_call(rng):
     "auto"): ``call(x)`` runs the operation on the GPU copy ``x`` of the host input. The inputs
     are fresh, and the results exact."""
     calls = []
-    wide = reference.random_array((300, 257), numpy.int8, rng)  # every rung but narrow
-    narrow = reference.random_array((5, 3001), numpy.int8, rng)  # narrow's: at most 128 rows
+    wide = reference.random_array((300, 257), numpy.int8, rng)  # every rung but narrow and runs
+    narrow = reference.random_array((5, 3001), numpy.int8, rng)  # at most 128 (256) rows
     for method in TRANSPOSE_METHODS + ("auto",):
-        x = narrow if method == "narrow" else wide
+        x = narrow if method in ("narrow", "runs") else wide
         calls.append((f"transpose {method}", x, lambda d, m=method: gk.transpose(d, method=m),
                       numpy.ascontiguousarray(x.T)))
     a = reference.random_array((65, 33), numpy.float32, rng, integer_valued=True)
@@ -206,8 +206,9 @@ def stream_cases():
     host input) for every operation and rung."""
     cases = []
     for method in TRANSPOSE_METHODS:
-        cases.append((f"transpose {method}", (5, 3001) if method == "narrow" else (513, 257),
-                      numpy.int8, "sum", lambda d, m=method: gk.transpose(d, method=m),
+        shape = (5, 3001) if method in ("narrow", "runs") else (513, 257)
+        cases.append((f"transpose {method}", shape, numpy.int8, "sum",
+                      lambda d, m=method: gk.transpose(d, method=m),
                       lambda h: numpy.ascontiguousarray(h.T)))
     for method in MATMUL_METHODS:
         cases.append((f"matmul {method}", (130, 70), numpy.float32, "matmul",

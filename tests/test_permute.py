@@ -294,7 +294,7 @@ def test_every_transpose_rung_writes_planes(shape, dtype, method, rng, index_wid
     try:
         planned = transpose_op._plan(matrices, rung, result.data.ptr % 256, out_strides)
     except (TypeError, ValueError) as error:  # the rung does not take this item size or shape
-        assert method.startswith("words") or method == "narrow", error
+        assert method.startswith("words") or method in ("narrow", "runs"), error
         return
     planned(matrices, result)
     assert result.get().tobytes() == want.tobytes()

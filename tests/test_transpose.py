@@ -165,14 +165,15 @@ def test_transpose_host_input_raises(rng):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_transpose_respects_current_stream(method, rng):
-    host = reference.random_array((513, 257) if method != "narrow" else (5, 257), numpy.int8,
-                                  rng)
+    host = reference.random_array((100, 257), numpy.int8, rng)
+    # The way back (257 x 100) is auto's where the rung takes only its way there.
+    back = "auto" if refused("transpose", method, cupy.empty((257, 100), numpy.int8)) else method
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         x = cupy.asarray(host)
         y = gk.transpose(x, method=method)
         equal = (y == x.T).all()
-        z = gk.transpose(y, method=method)
+        z = gk.transpose(y, method=back)
     stream.synchronize()
     assert bool(equal)
     assert_same_bits(y, host.T)
@@ -414,7 +415,7 @@ def test_transpose_narrow_refuses_wide_matrices(rng):
     ((4, 65, 200), numpy.float32, "narrow"), ((4, 200, 65), numpy.float32, "vector"),
     ((4, 200, 20), numpy.float32, "vector"), ((4, 200, 20), numpy.float16, "narrow"),
     ((4, 200, 33), numpy.float16, "narrow"), ((4, 200, 17), numpy.float64, "narrow"),
-    ((4, 129, 200), numpy.float32, "vector"), ((4, 65, 200), numpy.float64, "narrow"),
+    ((4, 129, 200), numpy.float32, "runs"), ((4, 65, 200), numpy.float64, "narrow"),
     ((4, 79, 200), numpy.float64, "narrow"), ((4, 80, 200), numpy.float64, "vector"),
     ((4, 200, 65), numpy.float64, "vector"), ((4, 65, 200), numpy.complex128, "vector"),
 ])
@@ -447,3 +448,104 @@ def test_transpose_narrow_words(dtype, shape, cols, rng):
         got = gk.transpose(x, method="narrow", out=out)
     assert_same_bits(got, host.T, f"{shape} {cols}")
     assert [record.instance.endswith("true>") for record in launches] == [True]
+
+
+# transpose_runs: all rows (1 to RUNS_MAX) by RUNS_SEGMENT_BYTES of columns a tile (64 float16),
+# staged in the output's order and written as one run of 16-byte words. Columns one short of, at
+# and one past a segment and three; row counts odd, even and at the limit; input rows that start
+# at every alignment of a 4-byte word (odd row pitches, an offset view, reversed rows), outputs
+# that start inside a 16-byte word, and stacks (blockIdx.z) whose matrices start at different
+# alignments.
+def _runs_shapes():
+    for itemsize in rungs.RUNS_ITEMSIZES:
+        segment = rungs.RUNS_SEGMENT_BYTES // itemsize
+        for rows in (1, 2, 3, 31, 64, 129, 255, 256):
+            for cols in (segment - 1, segment, segment + 1, 3 * segment + 5):
+                if rows <= cols:
+                    yield itemsize, (rows, cols)
+
+
+RUNS_CASES = list(_runs_shapes())
+RUNS_VIEWS = {
+    "contiguous": lambda base, shape: base[:shape[0], :shape[1]],
+    "offset": lambda base, shape: base[1:shape[0] + 1, 1:shape[1] + 1],
+    "padded": lambda base, shape: base[:shape[0], 3:shape[1] + 3],
+    "reversed-rows": lambda base, shape: base[:shape[0], :shape[1]][::-1],
+    "own-array": lambda base, shape: base[:shape[0], :shape[1]].copy(),
+}
+
+
+@pytest.mark.parametrize("view", list(RUNS_VIEWS))
+@pytest.mark.parametrize(("itemsize", "shape"), RUNS_CASES,
+                         ids=[f"{s}-{shape_id(shape)}" for s, shape in RUNS_CASES])
+def test_transpose_runs_tile_edges(itemsize, shape, view, rng):
+    dtype = _INT_BY_SIZE[itemsize]
+    base = reference.random_array((shape[0] + 2, shape[1] + 5), dtype, rng)
+    host = RUNS_VIEWS[view](base, shape)
+    x = RUNS_VIEWS[view](cupy.asarray(base), shape)
+    out = poisoned((shape[1], shape[0]), dtype)
+    with record_launches() as launches:
+        got = gk.transpose(x, method="runs", out=out)
+    assert_same_bits(got, host.T, f"{shape} {view}")
+    assert [record.rung for record in launches] == ["runs"]
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3, 7])
+@pytest.mark.parametrize("dtype", [numpy.uint8, numpy.float16, numpy.float32], ids=str)
+def test_transpose_runs_stacks_and_unaligned_outputs(dtype, offset, rng):
+    # Three matrices of an odd pitch (each starts at another alignment) into an output that
+    # starts `offset` elements past a 16-byte boundary, with poisoned elements either side.
+    rows, cols = 37, 301
+    base = reference.random_array((3, rows, cols + 1), dtype, rng)
+    host = base[:, :, :cols]
+    x = cupy.asarray(base)[:, :, :cols]
+    size = 3 * rows * cols
+    flat = poisoned((size + offset + 9,), dtype)
+    out = flat[offset:offset + size].reshape(3, cols, rows)
+    with record_launches() as launches:
+        got = gk.transpose(x, method="runs", out=out)
+    assert got is out
+    assert_same_bits(out, reference.transpose(host))
+    assert [record.rung for record in launches] == ["runs"]
+    rest = cupy.asnumpy(cupy.concatenate([flat[:offset], flat[offset + size:]]))
+    assert (rest.view(numpy.uint8) == 0xFF).all(), "wrote outside out's elements"
+
+
+@pytest.mark.parametrize("dtype", [numpy.uint8, numpy.float16, numpy.float32], ids=str)
+def test_transpose_runs_more_tiles_than_blocks(dtype, rng):
+    # Blocks take tile after tile (the next one's words loaded while they write one): more
+    # tiles than RUNS_BLOCKS, a last tile in part, two matrices, an odd row pitch.
+    segment = rungs.RUNS_SEGMENT_BYTES // numpy.dtype(dtype).itemsize
+    rows, cols = 7, segment * (rungs.RUNS_BLOCKS + 37) + 3
+    base = reference.random_array((2, rows, cols + 1), dtype, rng)
+    host = base[:, :, :cols]
+    out = poisoned((2, cols, rows), dtype)
+    with record_launches() as launches:
+        got = gk.transpose(cupy.asarray(base)[:, :, :cols], method="runs", out=out)
+    assert_same_bits(got, reference.transpose(host))
+    assert [record.grid[0] for record in launches] == [rungs.RUNS_BLOCKS]
+
+
+@pytest.mark.parametrize(("shape", "dtype", "rung"), [
+    ((255, 513), numpy.float16, "runs"), ((161, 300), numpy.float16, "runs"),
+    ((160, 300), numpy.float16, "vector"), ((129, 300), numpy.float16, "words"),
+    ((65, 300), numpy.uint8, "runs"), ((64, 300), numpy.uint8, "vector"),
+    ((63, 300), numpy.uint8, "narrow"), ((97, 300), numpy.float32, "runs"),
+    ((95, 300), numpy.float32, "narrow"), ((255, 255), numpy.int32, "runs"),
+    ((200, 301), numpy.float16, "words"), ((257, 300), numpy.float16, "words"),
+    ((300, 255), numpy.float16, "words"),
+])
+def test_transpose_auto_takes_runs(shape, dtype, rung):
+    x = cupy.zeros(shape, dtype)
+    with record_launches(dry_run=True) as launches:
+        gk.transpose(x)
+    assert [record.rung for record in launches] == [rung]
+
+
+def test_transpose_runs_refusals(rng):
+    tall = cupy.asarray(reference.random_array((300, 200), numpy.float16, rng))
+    assert refused("transpose", "runs", tall)  # more rows than columns
+    wide = cupy.asarray(reference.random_array((rungs.RUNS_MAX + 1, 600), numpy.float16, rng))
+    assert refused("transpose", "runs", wide)
+    assert refused("transpose", "runs", cupy.zeros((5, 100), numpy.float64))
+    assert refused("transpose", "runs", cupy.zeros((5, 100), numpy.float16)[:, ::2])

@@ -1,5 +1,5 @@
 // transpose.cu - out[b, j, i] = in[b, i, j] for a stack of `batch` matrices of rows x cols:
-// rungs 1 to 4 and 7 of the transpose ladder, and the benchmark's copy kernels. Rungs 5 and 6,
+// rungs 1 to 4, 7 and 8 of the transpose ladder, and the benchmark's copy kernels. Rungs 5 and 6,
 // the word kernels for 1- and 2-byte elements, are in words.cu.
 //
 // Every rung has the same signature so one registry dispatches them by name:
@@ -435,6 +435,179 @@ transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
             }
         }
         if (t + gridDim.x < tiles) __syncthreads();  // before the next refill
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 8 - runs: up to RUNS_MAX (256) rows of 1-, 2- or 4-byte items that vector cannot move in
+// words, such as the (255, 513 * 511) float16 matrix that permute_dims(x, (1, 2, 0)) of a
+// (255, 513, 511) array becomes. The output rows have n = rows elements and are adjacent, so the
+// SEGMENT columns a tile takes are one run of SEGMENT * n elements in the output. The tile is
+// staged in shared memory in that output order and written as one run of aligned 16-byte words:
+// each output sector is written once, whole, by one block (the word rung splits the sector where
+// an output row ends between two row tiles, narrow moves one element an access). The input side
+// reads each row's SEGMENT elements (128 bytes) as aligned 4-byte words, a warp a row (words
+// shifted by where the row starts), and each word's elements go to their places in the run,
+// stride n apart: distinct banks for odd n, two-way conflicts for n = 2 modulo 4 (multiples of
+// 4 meet more; `auto` leaves them to the other rungs). The shared run starts at the output's
+// address modulo 16 so its 16-byte words line up with the output's. Blocks take tile after
+// tile, loading the next tile's words while they write one. Launch with THREADS threads, grid
+// (min(tiles, RUNS_BLOCKS), 1, batch), tiles = ceil(cols / SEGMENT), and rows * SEGMENT *
+// sizeof(T) + 16 bytes of dynamic shared memory (ops/transpose/rungs.py). Host checks: rows <=
+// cols, rows <= MAX_ROWS, the input's rows contiguous (in_col_stride == 1), out_row_stride ==
+// rows. Measured on an H100 (128 MiB matrices, per call, of a copy; benchmarks/NOTES.md, item
+// 162): 255 rows uint8 0.82, float16 0.79, float32 0.90 (words, words and vector 0.68, 0.76,
+// 0.66); 127 uint8 rows 0.68 (narrow 0.34).
+// ---------------------------------------------------------------------------------------------
+// The W elements of a row segment from `start` (a 4-byte aligned address), where they lie in
+// [0, here), if `active`: one 4-byte load where the word lies within the row's columns
+// [0, cols) (`first` is the segment's first column), element by element at the row's two ends.
+template <typename T, typename Index, int W>
+__device__ __forceinline__ gk_narrow_word<T, W> gk_runs_word(bool active, const T* segment,
+                                                            int start, int here, Index first,
+                                                            Index cols) {
+    gk_narrow_word<T, W> word;
+    word.bits = 0;
+    if (active && start < here) {
+        if (first + start >= 0 && first + start + W <= cols) {
+            word.bits = *reinterpret_cast<const unsigned*>(segment + start);
+        } else {
+#pragma unroll
+            for (int x = 0; x < W; ++x) {
+                if (start + x >= 0 && start + x < here) word.elem[x] = segment[start + x];
+            }
+        }
+    }
+    return word;
+}
+
+template <typename T, typename Index, int THREADS, int SEGMENT, int MAX_ROWS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+transpose_runs(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
+               Index in_batch_stride, Index in_row_stride, Index in_col_stride,
+               Index out_batch_stride, Index out_row_stride) {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "1-, 2- or 4-byte items");
+    constexpr int W = 4 / (int)sizeof(T);   // elements of a 4-byte word
+    constexpr int C = 16 / (int)sizeof(T);  // elements of a 16-byte word
+    constexpr int WARPS = THREADS / 32;
+    constexpr int ROWS_PER_WARP = (MAX_ROWS + WARPS - 1) / WARPS;
+    static_assert(SEGMENT == 32 * W, "a segment is one 4-byte word a lane");
+    static_assert(MAX_ROWS <= THREADS, "a thread a row for the words past the 32nd");
+    typedef gk_narrow_word<T, W> Word;
+    extern __shared__ uint4 gk_runs_shared[];
+    (void)in_col_stride;   // 1: the host's check
+    (void)out_row_stride;  // rows: the host's check
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * out_batch_stride;
+    const int n = (int)rows;
+    // The run's 16-byte words line up with the output's: a tile's run starts at out + first * n,
+    // and first * n * sizeof(T) = t * 128 * n bytes, so every tile of a matrix has one shift.
+    const int shift = (int)((reinterpret_cast<unsigned long long>(out) & 15) / sizeof(T));
+    T* const run = reinterpret_cast<T*>(gk_runs_shared) + shift;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const bool row_thread = (int)threadIdx.x < n;  // takes word 32 of row threadIdx.x
+    // m(i): elements of row i's first word before the tile's segment, from the address of the
+    // tile's first element in row 0 and the row stride, both modulo W (W is a power of two).
+    const int stride_mod = (int)(in_row_stride & (W - 1));
+    const Index tiles = (cols + SEGMENT - 1) / SEGMENT;
+    // Words of a tile inside the matrix (every word the tile reads lies within its row), loaded
+    // a tile ahead: warp w's rows w, w + WARPS, ..., lane k's word k of each, which holds segment
+    // elements [k W - m, k W - m + W); and word 32 of row threadIdx.x, which holds the segment's
+    // last m elements.
+    Word words[ROWS_PER_WARP], extra;
+    auto interior = [&](Index t) {
+        return t * SEGMENT >= W && t * SEGMENT + SEGMENT + W <= cols;
+    };
+    auto m0_of = [&](Index t) {
+        return (int)((reinterpret_cast<unsigned long long>(in + t * SEGMENT) / sizeof(T)) &
+                     (W - 1));
+    };
+    auto load = [&](Index t) {
+        const T* const segment0 = in + t * SEGMENT;
+        const int m0 = m0_of(t);
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_WARP; ++r) {
+            const int i = warp + r * WARPS;
+            const int m = (m0 + i * stride_mod) & (W - 1);
+            if (i < n) {
+                words[r].bits = *reinterpret_cast<const unsigned*>(
+                    segment0 + (Index)i * in_row_stride + (lane * W - m));
+            }
+        }
+        const int m = (m0 + (int)threadIdx.x * stride_mod) & (W - 1);
+        if (row_thread && m > 0) {
+            extra.bits = *reinterpret_cast<const unsigned*>(
+                segment0 + (Index)threadIdx.x * in_row_stride + (32 * W - m));
+        }
+    };
+    Index t = blockIdx.x;
+    bool loaded = t < tiles && interior(t);
+    if (loaded) load(t);
+    for (; t < tiles; t += gridDim.x) {
+        const Index first = t * SEGMENT;
+        const int here = (int)(cols - first < SEGMENT ? cols - first : SEGMENT);
+        const T* const segment0 = in + first;  // row 0's segment
+        const int m0 = m0_of(t);
+        // Into the run: element j of row i's segment goes to run[j * n + i].
+        if (loaded) {
+#pragma unroll
+            for (int r = 0; r < ROWS_PER_WARP; ++r) {
+                const int i = warp + r * WARPS;
+                const int m = (m0 + i * stride_mod) & (W - 1);
+                if (i < n) {
+#pragma unroll
+                    for (int x = 0; x < W; ++x) {
+                        const int j = lane * W - m + x;  // < SEGMENT: at most 32 W - 1 - m
+                        if (j >= 0) run[j * n + i] = words[r].elem[x];
+                    }
+                }
+            }
+        } else {  // the first and last tiles: row by row, at the row's ends element by element
+#pragma unroll 1
+            for (int i = warp; i < n; i += WARPS) {
+                const int m = (m0 + i * stride_mod) & (W - 1);
+                const Word word = gk_runs_word<T, Index, W>(
+                    true, segment0 + (Index)i * in_row_stride, lane * W - m, here, first, cols);
+#pragma unroll
+                for (int x = 0; x < W; ++x) {
+                    const int j = lane * W - m + x;
+                    if (j >= 0 && j < here) run[j * n + i] = word.elem[x];
+                }
+            }
+            const int m = (m0 + (int)threadIdx.x * stride_mod) & (W - 1);
+            extra = gk_runs_word<T, Index, W>(row_thread,
+                                              segment0 + (Index)threadIdx.x * in_row_stride,
+                                              32 * W - m, here, first, cols);
+        }
+        if (row_thread) {
+            const int m = (m0 + (int)threadIdx.x * stride_mod) & (W - 1);
+#pragma unroll
+            for (int x = 0; x < W; ++x) {
+                const int j = 32 * W - m + x;
+                if (j < here) run[j * n + threadIdx.x] = extra.elem[x];
+            }
+        }
+        __syncthreads();
+        // The next tile's loads are in flight while this one is written.
+        loaded = t + gridDim.x < tiles && interior(t + gridDim.x);
+        if (loaded) load(t + gridDim.x);
+        // Store: the run of here * n elements at out + first * n, in 16-byte words from its first
+        // 16-byte boundary q0; the elements before q0 and after the last whole word one by one.
+        T* const out_run = out + first * (Index)n;
+        const int count = here * n;
+        const int q0 = (C - shift) % C;
+        const int chunks = count > q0 ? (count - q0) / C : 0;
+        const int head = q0 < count ? q0 : count;
+        const int tail = count > q0 ? q0 + chunks * C : count;
+        for (int c = threadIdx.x; c < chunks; c += THREADS) {
+            *reinterpret_cast<uint4*>(out_run + q0 + c * C) =
+                *reinterpret_cast<const uint4*>(run + q0 + c * C);
+        }
+        for (int q = threadIdx.x; q < head + (count - tail); q += THREADS) {
+            const int at = q < head ? q : tail + (q - head);
+            out_run[at] = run[at];
+        }
+        __syncthreads();  // before the next refill
     }
 }
 

@@ -309,7 +309,7 @@ def methods(operation: str) -> tuple[str, ...]:
     --------
     >>> import gpukernels as gk
     >>> gk.methods("transpose")
-    ('naive', 'naive_col', 'shared', 'vector', 'words', 'words_async', 'narrow')
+    ('naive', 'naive_col', 'shared', 'vector', 'words', 'words_async', 'narrow', 'runs')
     >>> gk.methods("sum") == gk.methods("reduce")
     True
     """

@@ -379,6 +379,71 @@ def plan_narrow(p: Problem) -> Launch:
                   (NARROW_THREADS, 1, 1), shared)
 
 
+# --- rung 8: runs (kernels/transpose/transpose.cu) --------------------------------------------------
+
+#: The runs rung takes up to RUNS_MAX rows of 1-, 2- or 4-byte items (32 KiB of shared memory a
+#: tile: RUNS_MAX rows of RUNS_SEGMENT_BYTES).
+RUNS_MAX = 256
+RUNS_ITEMSIZES = (1, 2, 4)
+RUNS_SEGMENT_BYTES = 128  # of each input row a tile takes: one 4-byte word a lane
+RUNS_THREADS = 512
+RUNS_MIN_BLOCKS = 2  # blocks an SM the registers are bounded for
+#: Blocks of a runs launch at most: each takes tile after tile, the next one's loads in flight
+#: while it writes one (about four waves of two blocks on an H100's 132 SMs).
+RUNS_BLOCKS = 1024
+
+
+def runs_shared_bytes(itemsize: int, rows: int) -> int:
+    """Dynamic shared memory of transpose_runs: the tile's run, and up to 15 bytes before it
+    that line its 16-byte words up with the output's."""
+    return rows * RUNS_SEGMENT_BYTES + 16
+
+
+def _runs_instance(itemsize: int, index: str) -> str:
+    return (f"transpose_runs<{CARRIERS[itemsize]}, {index}, {RUNS_THREADS}, "
+            f"{RUNS_SEGMENT_BYTES // itemsize}, {RUNS_MAX}, {RUNS_MIN_BLOCKS}>")
+
+
+#: ``auto`` takes runs past these many rows, per item size (:func:`auto_takes_runs`).
+RUNS_AUTO_MIN = {1: 64, 2: 160, 4: 96}
+
+
+def auto_takes_runs(p: Problem) -> bool:
+    """Whether ``auto`` takes the runs rung: more than :data:`RUNS_AUTO_MIN` rows and at most
+    RUNS_MAX, no more rows than columns, a row count that is not a multiple of 4 (its stores to
+    shared memory then meet at most two-way bank conflicts, and vector's words need the rows
+    such multiples give), contiguous input rows, adjacent output rows.
+
+    Measured on an H100 (128 MiB matrices, per call, of a copy; NOTES 162), runs against what
+    ``auto`` took before: uint8 with 65, 97, 127, 161, 191, 223, 255 rows 0.47, 0.60, 0.68,
+    0.73, 0.75, 0.80, 0.82 against 0.30-0.68 (narrow, words); float16 with 161-255 rows
+    0.71-0.80 against 0.62-0.76 (words), but 0.56-0.64 against 0.62-0.73 from 97 to 129;
+    float32 with 97-255 rows 0.85-0.91 against 0.58-0.78 (narrow, vector). 200 rows (eight-way
+    conflicts): uint8 0.47 against 0.56, float16 0.65 against 0.70."""
+    n = p.rows
+    return (p.itemsize in RUNS_ITEMSIZES and RUNS_AUTO_MIN[p.itemsize] < n <= min(p.cols, RUNS_MAX)
+            and n % 4 != 0 and p.unit_columns and p.out_strides[1] == n)
+
+
+def plan_runs(p: Problem) -> Launch:
+    """A block per tile of all rows by RUNS_SEGMENT_BYTES of columns, at most RUNS_BLOCKS
+    blocks (a grid-stride loop)."""
+    if p.itemsize not in RUNS_ITEMSIZES:
+        raise TypeError(f"the transpose rung 'runs' moves 1-, 2- and 4-byte elements; this one "
+                        f"has {p.itemsize} bytes: use 'auto'")
+    if not p.unit_columns:
+        raise ValueError("the transpose rung 'runs' reads rows of contiguous elements; this "
+                         "input's columns are strided: use 'auto'")
+    if p.rows > min(p.cols, RUNS_MAX) or p.out_strides[1] != p.rows:
+        raise ValueError(f"the transpose rung 'runs' takes matrices of at most {RUNS_MAX} rows "
+                         f"and no more rows than columns, into adjacent output rows; these are "
+                         f"{p.rows} x {p.cols}: use 'auto'")
+    segment = RUNS_SEGMENT_BYTES // p.itemsize
+    grid = (min(ceil_div(p.cols, segment), RUNS_BLOCKS), 1, p.batch)
+    return Launch(SOURCE, _runs_instance(p.itemsize, p.index), grid, (RUNS_THREADS, 1, 1),
+                  runs_shared_bytes(p.itemsize, p.rows))
+
+
 # --- the ladder ---------------------------------------------------------------------------------------
 
 def _groups(source: KernelSource, label: str,
@@ -431,9 +496,17 @@ LADDER = Ladder("transpose", (
          _groups(SOURCE, "narrow", _narrow_instances),
          plan_narrow, Needs(layout=f"at most {NARROW_MAX} rows or columns "
                                   f"({NARROW_MAX_8_BYTE} of 8 bytes, {NARROW_MAX_WIDE} of 16)")),
+    Rung("runs", f"up to {RUNS_MAX} rows whose ends are not whole words: a tile of all rows "
+                 "staged in the output's order, written as one run of 16-byte words",
+         SOURCE, "transpose_runs",
+         _groups(SOURCE, "runs", lambda index: [_runs_instance(size, index)
+                                                for size in RUNS_ITEMSIZES]),
+         plan_runs, Needs(dtypes="1-, 2- and 4-byte elements",
+                          layout=f"at most {RUNS_MAX} rows, no more than columns; rows of "
+                                 "contiguous elements")),
 ))
 VECTOR, WORDS, WORDS_ASYNC = LADDER["vector"], LADDER["words"], LADDER["words_async"]
-NARROW = LADDER["narrow"]
+NARROW, RUNS = LADDER["narrow"], LADDER["runs"]
 
 
 def auto_takes_narrow(itemsize: int, rows: int, cols: int) -> bool:
@@ -484,13 +557,16 @@ def columns_take_words(itemsize: int, rows: int, cols: int) -> bool:
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"``: the narrow rung for matrices of a few rows or columns
+    """``method="auto"``: the runs rung for up to 256 rows that vector cannot move in words
+    (:func:`auto_takes_runs`); the narrow rung for matrices of a few rows or columns
     (:func:`auto_takes_narrow`); else the vector rung, except for 1- and 2-byte rows that are
     not whole words (where its V falls to 1): those go to words_async (1-byte, sm_80 and newer)
     or words. Measured on an H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92
     (words) of a copy, against 0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items
     30-35). Tall 1- and 2-byte matrices of 96 to 480-byte rows go to words
     (:func:`columns_take_words`)."""
+    if auto_takes_runs(p):
+        return RUNS
     if auto_takes_narrow(p.itemsize, p.rows, p.cols):
         return NARROW
     if p.unit_columns and columns_take_words(p.itemsize, p.rows, p.cols):
