@@ -533,7 +533,8 @@ def test_transpose_runs_more_tiles_than_blocks(dtype, rng):
     ((63, 300), numpy.uint8, "narrow"), ((97, 300), numpy.float32, "runs"),
     ((95, 300), numpy.float32, "narrow"), ((255, 255), numpy.int32, "runs"),
     ((200, 301), numpy.float16, "words"), ((257, 300), numpy.float16, "words"),
-    ((300, 255), numpy.float16, "words"),
+    ((300, 255), numpy.float16, "words"), ((97, 301), numpy.float16, "words"),
+    ((95, 301), numpy.float16, "narrow"), ((127, 301), numpy.float16, "words"),
 ])
 def test_transpose_auto_takes_runs(shape, dtype, rung):
     x = cupy.zeros(shape, dtype)

@@ -315,6 +315,11 @@ NARROW_MAX = 128
 NARROW_MAX_8_BYTE = 79
 NARROW_MAX_WIDE = 64
 NARROW_THREADS = 256
+#: ``auto`` takes words, not narrow, for 2-byte matrices of more rows than this (and no more
+#: than NARROW_MAX, nor than columns) whose input rows are contiguous: on an H100 (128 MiB,
+#: per call, of a copy; NOTES 162) float16 with 97 and 127 rows ran at 0.62 and 0.71 through
+#: words, 0.53 and 0.54 through narrow; with 65 rows 0.45 against 0.49.
+NARROW_WORDS_ROWS = 96
 #: Elements a tile of the narrow rung holds (about): 16 KiB of 4-byte elements.
 NARROW_TILES = {1: 4096, 2: 4096, 4: 4096, 8: 2048, 16: 1024}
 
@@ -559,7 +564,8 @@ def columns_take_words(itemsize: int, rows: int, cols: int) -> bool:
 def choose(p: Problem) -> Rung:
     """``method="auto"``: the runs rung for up to 256 rows that vector cannot move in words
     (:func:`auto_takes_runs`); the narrow rung for matrices of a few rows or columns
-    (:func:`auto_takes_narrow`); else the vector rung, except for 1- and 2-byte rows that are
+    (:func:`auto_takes_narrow`; words for 2-byte ones of more than NARROW_WORDS_ROWS rows);
+    else the vector rung, except for 1- and 2-byte rows that are
     not whole words (where its V falls to 1): those go to words_async (1-byte, sm_80 and newer)
     or words. Measured on an H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92
     (words) of a copy, against 0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items
@@ -568,6 +574,8 @@ def choose(p: Problem) -> Rung:
     if auto_takes_runs(p):
         return RUNS
     if auto_takes_narrow(p.itemsize, p.rows, p.cols):
+        if p.itemsize == 2 and p.unit_columns and NARROW_WORDS_ROWS < p.rows <= p.cols:
+            return WORDS
         return NARROW
     if p.unit_columns and columns_take_words(p.itemsize, p.rows, p.cols):
         return WORDS
