@@ -466,23 +466,16 @@ def _runs_shapes():
 
 
 RUNS_CASES = list(_runs_shapes())
-RUNS_VIEWS = {
-    "contiguous": lambda base, shape: base[:shape[0], :shape[1]],
-    "offset": lambda base, shape: base[1:shape[0] + 1, 1:shape[1] + 1],
-    "padded": lambda base, shape: base[:shape[0], 3:shape[1] + 3],
-    "reversed-rows": lambda base, shape: base[:shape[0], :shape[1]][::-1],
-    "own-array": lambda base, shape: base[:shape[0], :shape[1]].copy(),
-}
 
 
-@pytest.mark.parametrize("view", list(RUNS_VIEWS))
+@pytest.mark.parametrize("view", list(WORD_VIEWS))  # the word rungs' views
 @pytest.mark.parametrize(("itemsize", "shape"), RUNS_CASES,
                          ids=[f"{s}-{shape_id(shape)}" for s, shape in RUNS_CASES])
 def test_transpose_runs_tile_edges(itemsize, shape, view, rng):
     dtype = _INT_BY_SIZE[itemsize]
     base = reference.random_array((shape[0] + 2, shape[1] + 5), dtype, rng)
-    host = RUNS_VIEWS[view](base, shape)
-    x = RUNS_VIEWS[view](cupy.asarray(base), shape)
+    host = WORD_VIEWS[view](base, shape)
+    x = WORD_VIEWS[view](cupy.asarray(base), shape)
     out = poisoned((shape[1], shape[0]), dtype)
     with record_launches() as launches:
         got = gk.transpose(x, method="runs", out=out)
