@@ -317,8 +317,8 @@ NARROW_MAX_WIDE = 64
 NARROW_THREADS = 256
 #: ``auto`` takes words, not narrow, for 2-byte matrices of more rows than this (and no more
 #: than NARROW_MAX, nor than columns) whose input rows are contiguous: on an H100 (128 MiB,
-#: per call, of a copy; NOTES 162) float16 with 97 and 127 rows ran at 0.62 and 0.71 through
-#: words, 0.53 and 0.54 through narrow; with 65 rows 0.45 against 0.49.
+#: per call, of a copy; NOTES 162-164) float16 with 97 to 127 rows ran at 0.62-0.75 through
+#: words, 0.52-0.55 through narrow; with 65 rows 0.45-0.47 against 0.49-0.51.
 NARROW_WORDS_ROWS = 96
 #: Elements a tile of the narrow rung holds (about): 16 KiB of 4-byte elements.
 NARROW_TILES = {1: 4096, 2: 4096, 4: 4096, 8: 2048, 16: 1024}
@@ -398,7 +398,7 @@ RUNS_MIN_BLOCKS = 2  # blocks an SM the registers are bounded for
 RUNS_BLOCKS = 1024
 
 
-def runs_shared_bytes(itemsize: int, rows: int) -> int:
+def runs_shared_bytes(rows: int) -> int:
     """Dynamic shared memory of transpose_runs: the tile's run, and up to 15 bytes before it
     that line its 16-byte words up with the output's."""
     return rows * RUNS_SEGMENT_BYTES + 16
@@ -426,8 +426,9 @@ def auto_takes_runs(p: Problem) -> bool:
     float32 with 97-255 rows 0.85-0.91 against 0.58-0.78 (narrow, vector). 200 rows (eight-way
     conflicts): uint8 0.47 against 0.56, float16 0.65 against 0.70."""
     n = p.rows
-    return (p.itemsize in RUNS_ITEMSIZES and RUNS_AUTO_MIN[p.itemsize] < n <= min(p.cols, RUNS_MAX)
-            and n % 4 != 0 and p.unit_columns and p.out_strides[1] == n)
+    return (p.itemsize in RUNS_ITEMSIZES and n % 4 != 0
+            and RUNS_AUTO_MIN[p.itemsize] < n <= min(p.cols, RUNS_MAX)
+            and p.unit_columns and p.out_strides[1] == n)
 
 
 def plan_runs(p: Problem) -> Launch:
@@ -446,7 +447,7 @@ def plan_runs(p: Problem) -> Launch:
     segment = RUNS_SEGMENT_BYTES // p.itemsize
     grid = (min(ceil_div(p.cols, segment), RUNS_BLOCKS), 1, p.batch)
     return Launch(SOURCE, _runs_instance(p.itemsize, p.index), grid, (RUNS_THREADS, 1, 1),
-                  runs_shared_bytes(p.itemsize, p.rows))
+                  runs_shared_bytes(p.rows))
 
 
 # --- the ladder ---------------------------------------------------------------------------------------
@@ -565,9 +566,8 @@ def choose(p: Problem) -> Rung:
     """``method="auto"``: the runs rung for up to 256 rows that vector cannot move in words
     (:func:`auto_takes_runs`); the narrow rung for matrices of a few rows or columns
     (:func:`auto_takes_narrow`; words for 2-byte ones of more than NARROW_WORDS_ROWS rows);
-    else the vector rung, except for 1- and 2-byte rows that are
-    not whole words (where its V falls to 1): those go to words_async (1-byte, sm_80 and newer)
-    or words. Measured on an H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92
+    else the vector rung, except for 1- and 2-byte rows that are not whole words (where its V
+    falls to 1): those go to words_async (1-byte, sm_80 and newer) or words. Measured on an H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92
     (words) of a copy, against 0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items
     30-35). Tall 1- and 2-byte matrices of 96 to 480-byte rows go to words
     (:func:`columns_take_words`)."""
