@@ -456,8 +456,9 @@ transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // sizeof(T) + 16 bytes of dynamic shared memory (ops/transpose/rungs.py). Host checks: rows <=
 // cols, rows <= MAX_ROWS, the input's rows contiguous (in_col_stride == 1), out_row_stride ==
 // rows. Measured on an H100 (128 MiB matrices, per call, of a copy; benchmarks/NOTES.md, item
-// 162): 255 rows uint8 0.82, float16 0.79, float32 0.90 (words, words and vector 0.68, 0.76,
-// 0.66); 127 uint8 rows 0.68 (narrow 0.34).
+// 162): 255 rows uint8 0.82, float16 0.79, float32 0.90 (what auto took before, words_async,
+// words and vector: 0.68, 0.76, 0.66); 127 uint8 rows 0.68 (narrow 0.34); permute_dims of
+// (255, 513, 511) float16 to (1, 2, 0) 0.76 per call, 0.83 held (words 0.74 and 0.81).
 // ---------------------------------------------------------------------------------------------
 // The W elements of a row segment from `start` (a 4-byte aligned address), where they lie in
 // [0, here), if `active`: one 4-byte load where the word lies within the row's columns
