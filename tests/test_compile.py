@@ -206,6 +206,27 @@ def test_transpose_auto_gives_tall_matrices_of_short_rows_to_words(itemsize, col
     assert transpose_rungs.choose(wide).name != "words"
 
 
+@pytest.mark.parametrize(("itemsize", "rows", "rung"), [
+    (1, 63, "narrow"), (1, 65, "runs"), (1, 255, "runs"), (1, 200, "words_async"),
+    (2, 95, "narrow"), (2, 97, "words"), (2, 127, "words"), (2, 160, "words"),
+    (2, 161, "runs"), (2, 254, "runs"), (2, 257, "words"),
+    (4, 95, "narrow"), (4, 97, "runs"), (4, 255, "runs"), (4, 256, "vector"),
+])
+def test_transpose_auto_takes_runs_and_words_by_rows(itemsize, rows, rung):
+    # Matrices of a few hundred rows (NOTES 162-164), an odd number of columns. runs needs the
+    # input's rows contiguous and the output's adjacent; without them, what auto took before.
+    cols = 3001
+    problem = transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols, cols, 1),
+                                      (rows * cols, rows), 0, 0, 90, "int")
+    assert transpose_rungs.choose(problem).name == rung
+    strided = transpose_rungs.Problem(itemsize, 1, rows, cols, (2 * rows * cols, 2 * cols, 2),
+                                      (rows * cols, rows), 0, 0, 90, "int")
+    planes = transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols, cols, 1),
+                                     (rows, rows * 7), 0, 0, 90, "int")
+    assert transpose_rungs.choose(strided).name not in ("runs", "words")  # contiguous rows
+    assert transpose_rungs.choose(planes).name != "runs"  # the output's rows are not adjacent
+
+
 def test_transpose_narrow_tiles_fit_every_target():
     """The narrow rung's tile (dynamic shared memory, no static) stays within the 64 KiB a
     block may opt in to on sm_75, the smallest of the targets, for every item size and every
