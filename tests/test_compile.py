@@ -176,12 +176,17 @@ def test_transpose_plans_launch_exactly_the_compiled_instances(rung):
     assert _transpose_instances(rung) == set(rung.instances)
 
 
+def _contiguous_problem(itemsize, rows, cols, capability=90):
+    """A C-contiguous rows x cols matrix into a C-contiguous result, at aligned addresses."""
+    return transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols, cols, 1),
+                                   (rows * cols, rows), 0, 0, capability, "int")
+
+
 def test_transpose_auto_picks_every_kernel_it_should():
     picked = {transpose_rungs.choose(p).name for p in _transpose_problems()}
     assert picked == {"vector", "words", "words_async", "narrow", "runs"}
     # words_async needs cp.async (sm_80); below that the 1-byte odd rows go to words.
-    odd = transpose_rungs.Problem(1, 1, 8191, 8193, (8191 * 8193, 8193, 1), (8191 * 8193, 8191),
-                                  0, 0, 75, "int")
+    odd = _contiguous_problem(1, 8191, 8193, capability=75)
     assert transpose_rungs.choose(odd).name == "words"
     assert transpose_rungs.choose(odd.__class__(**{**odd.__dict__, "capability": 80})).name \
         == "words_async"
@@ -198,12 +203,8 @@ def test_transpose_auto_gives_tall_matrices_of_short_rows_to_words(itemsize, col
     # Whole-sector rows of 96 to 480 bytes that vector's tiles cover in part (NOTES 91), and
     # only tall matrices: the same widths as rows stay with vector.
     rows = 300000
-    tall = transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols, cols, 1),
-                                   (rows * cols, rows), 0, 0, 90, "int")
-    assert transpose_rungs.choose(tall).name == rung
-    wide = transpose_rungs.Problem(itemsize, 1, cols, rows, (rows * cols, rows, 1),
-                                   (rows * cols, cols), 0, 0, 90, "int")
-    assert transpose_rungs.choose(wide).name != "words"
+    assert transpose_rungs.choose(_contiguous_problem(itemsize, rows, cols)).name == rung
+    assert transpose_rungs.choose(_contiguous_problem(itemsize, cols, rows)).name != "words"
 
 
 @pytest.mark.parametrize(("itemsize", "rows", "rung"), [
@@ -216,9 +217,7 @@ def test_transpose_auto_takes_runs_and_words_by_rows(itemsize, rows, rung):
     # Matrices of a few hundred rows (NOTES 162-164), an odd number of columns. runs needs the
     # input's rows contiguous and the output's adjacent; without them, what auto took before.
     cols = 3001
-    problem = transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols, cols, 1),
-                                      (rows * cols, rows), 0, 0, 90, "int")
-    assert transpose_rungs.choose(problem).name == rung
+    assert transpose_rungs.choose(_contiguous_problem(itemsize, rows, cols)).name == rung
     strided = transpose_rungs.Problem(itemsize, 1, rows, cols, (2 * rows * cols, 2 * cols, 2),
                                       (rows * cols, rows), 0, 0, 90, "int")
     planes = transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols, cols, 1),
@@ -234,9 +233,8 @@ def test_transpose_narrow_tiles_fit_every_target():
     for itemsize in transpose_rungs.CARRIERS:
         for narrow in range(1, transpose_rungs.narrow_max(itemsize) + 1):
             for rows, cols in ((narrow, 5000), (5000, narrow)):
-                problem = transpose_rungs.Problem(itemsize, 1, rows, cols, (rows * cols, cols, 1),
-                                                  (rows * cols, rows), 0, 0, 75, "int")
-                launch = transpose_rungs.plan_narrow(problem)
+                launch = transpose_rungs.plan_narrow(
+                    _contiguous_problem(itemsize, rows, cols, capability=75))
                 assert launch.shared_mem <= 64 * 1024, (itemsize, rows, cols, launch.shared_mem)
 
 

@@ -290,7 +290,7 @@ TF32_TILE_CASES = [
 ]
 
 
-def hopper_operands(shapes, dtype, rng):
+def random_operands(shapes, dtype, rng):
     """Random host operands of ``shapes``, their device copies, and a poisoned result."""
     a = reference.random_array(shapes[0], dtype, rng)
     b = reference.random_array(shapes[1], dtype, rng)
@@ -356,7 +356,7 @@ MID_TILE_CASES = [("wgmma", ((700, 200), (200, 3000))), ("wgmma", ((2, 260, 1000
 def test_16_bit_types_take_the_mid_tile(method, shapes, kind, rng):
     skip_unless_hopper(method)
     dtype, _ = KINDS[kind]
-    a, b, da, db, out = hopper_operands(shapes, dtype, rng)
+    a, b, da, db, out = random_operands(shapes, dtype, rng)
     with record_launches() as launches:
         got = gk.matmul(da, db, method=method, out=out)
     names = [launch.instance for launch in launches]
@@ -386,7 +386,7 @@ PERSISTENT_SHAPES = [((2200, 100), (100, 4504)), ((2, 1500, 70), (2, 70, 3000)),
 def test_wgmma_blocks_walk_several_tiles(shapes, kind, rng):
     skip_unless_hopper("wgmma")
     dtype, _ = KINDS[kind]
-    a, b, da, db, out = hopper_operands(shapes, dtype, rng)
+    a, b, da, db, out = random_operands(shapes, dtype, rng)
     with record_launches() as launches:
         got = gk.matmul(da, db, method="wgmma", out=out)
     (launch,) = [launch for launch in launches if launch.instance.startswith("matmul_wgmma<")]
@@ -412,7 +412,7 @@ SPLIT_SHAPES = [((128, 8192), (8192, 64)), ((3, 100, 3000), (3000, 70)), ((64, 5
 def test_split_k_sums_its_slices_in_one_order(shapes, kind, rng):
     skip_unless_hopper("split_k")
     dtype, precision = KINDS[kind]
-    a, b, da, db, out = hopper_operands(shapes, dtype, rng)
+    a, b, da, db, out = random_operands(shapes, dtype, rng)
     with record_launches() as launches:
         got = gk.matmul(da, db, method="split_k", out=out, precision=precision)
     names = [launch.instance.split("<")[0] for launch in launches]
@@ -464,10 +464,7 @@ def test_gemv_decode_step_splits_k(M, rng):
     # M rows of 8192 against 8192 x 1024 (16 column tiles): K split over several blocks a
     # column tile on any GPU, the ticket of each tile back at 0 for the next call (the same
     # bytes again).
-    a = reference.random_array((M, 8192), numpy.float16, rng)
-    b = reference.random_array((8192, 1024), numpy.float16, rng)
-    da, db = cupy.asarray(a), cupy.asarray(b)
-    out = poisoned((M, 1024), numpy.float16)
+    a, b, da, db, out = random_operands(((M, 8192), (8192, 1024)), numpy.float16, rng)
     with record_launches() as launches:
         got = gk.matmul(da, db, out=out, method="gemv")
     assert [launch.rung for launch in launches] == ["gemv"], launches
@@ -501,10 +498,7 @@ def test_auto_reads_w_transposed_in_gemv(M, dtype, rng):
 def test_auto_takes_gemv_for_decode_steps(M, rng):
     # 8192 x 8192: gemv for every M here off Hopper; on Hopper in split_k's place up to
     # GEMV_HOPPER_MAX_ROWS rows (one launch, not two), split_k past them.
-    a = reference.random_array((M, 8192), numpy.float16, rng)
-    b = reference.random_array((8192, 8192), numpy.float16, rng)
-    da, db = cupy.asarray(a), cupy.asarray(b)
-    out = poisoned((M, 8192), numpy.float16)
+    a, b, da, db, out = random_operands(((M, 8192), (8192, 8192)), numpy.float16, rng)
     with record_launches() as launches:
         got = gk.matmul(da, db, out=out)
     hopper = int(cupy.cuda.Device().compute_capability) == 90
