@@ -208,14 +208,15 @@ def test_transpose_auto_gives_tall_matrices_of_short_rows_to_words(itemsize, col
 
 
 @pytest.mark.parametrize(("itemsize", "rows", "rung"), [
-    (1, 63, "narrow"), (1, 65, "runs"), (1, 255, "runs"), (1, 200, "words_async"),
-    (2, 95, "narrow"), (2, 97, "words"), (2, 127, "words"), (2, 160, "words"),
-    (2, 161, "runs"), (2, 254, "runs"), (2, 257, "words"),
-    (4, 95, "narrow"), (4, 97, "runs"), (4, 255, "runs"), (4, 256, "vector"),
+    (1, 23, "narrow"), (1, 25, "runs"), (1, 63, "runs"), (1, 255, "runs"), (1, 64, "words_async"),
+    (1, 200, "words_async"), (2, 39, "narrow"), (2, 41, "runs"), (2, 127, "runs"),
+    (2, 68, "narrow"), (2, 76, "words"), (2, 160, "words"), (2, 161, "runs"), (2, 254, "runs"),
+    (2, 257, "words"), (4, 63, "narrow"), (4, 65, "runs"), (4, 255, "runs"), (4, 256, "vector"),
 ])
 def test_transpose_auto_takes_runs_and_words_by_rows(itemsize, rows, rung):
-    # Matrices of a few hundred rows (NOTES 162-164), an odd number of columns. runs needs the
-    # input's rows contiguous and the output's adjacent; without them, what auto took before.
+    # Matrices of a few dozen to a few hundred rows (NOTES 162-165), an odd number of columns.
+    # runs needs the input's rows contiguous and the output's adjacent and no row count that is
+    # a multiple of 4; without them, what auto took before.
     cols = 3001
     assert transpose_rungs.choose(_contiguous_problem(itemsize, rows, cols)).name == rung
     strided = transpose_rungs.Problem(itemsize, 1, rows, cols, (2 * rows * cols, 2 * cols, 2),
@@ -224,6 +225,24 @@ def test_transpose_auto_takes_runs_and_words_by_rows(itemsize, rows, rung):
                                      (rows, rows * 7), 0, 0, 90, "int")
     assert transpose_rungs.choose(strided).name not in ("runs", "words")  # contiguous rows
     assert transpose_rungs.choose(planes).name != "runs"  # the output's rows are not adjacent
+
+
+@pytest.mark.parametrize("capability", [75, 80, 86, 90, 120])
+def test_transpose_runs_ring_by_capability_and_rows(capability):
+    # The ring (cp.async) from sm_80, for up to RUNS_RING_MAX_ROWS rows; its shared memory then
+    # stays within the 99 KiB a block may opt in to on every GPU from sm_80, and the planned
+    # launch asks for that amount with the instance that reads it.
+    most = transpose_rungs.RUNS_RING_MAX_ROWS
+    for rows in (1, 31, most, most + 1, 255):
+        ring = transpose_rungs.runs_ring(capability, rows)
+        assert ring == (capability >= 80 and rows <= most)
+        problem = transpose_rungs.Problem(2, 1, rows, 3001, (rows * 3001, 3001, 1),
+                                          (rows * 3001, rows), 0, 0, capability, "int")
+        launch = transpose_rungs.plan_runs(problem)
+        assert launch.shared_mem == transpose_rungs.runs_shared_bytes(rows, ring)
+        assert launch.instance.endswith("true>" if ring else "false>")
+        if ring:
+            assert launch.shared_mem <= 99 * 1024
 
 
 def test_transpose_narrow_tiles_fit_every_target():

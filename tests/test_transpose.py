@@ -9,7 +9,8 @@ import gpukernels as gk
 import references as reference
 from edges_helpers import refused
 from gpukernels._core import floats
-from gpukernels._core.launch import record_launches
+from gpukernels._core.device import compute_capability
+from gpukernels._core.launch import PLANS, record_launches
 from gpukernels.ops.transpose import rungs
 from gpukernels.validation import poisoned
 
@@ -322,13 +323,14 @@ def test_transpose_word_rungs(dtype, shape, view, method, rng):
     assert_same_bits(got, host.T, f"{shape} {view}")
     itemsize = numpy.dtype(dtype).itemsize
     per_word = 4 // itemsize
+    rows, cols = shape
     if method != "auto":
         assert [r.rung for r in launches] == [method]
+    elif rungs.RUNS_AUTO_MIN[itemsize] < rows <= min(cols, rungs.RUNS_MAX) and rows % 4:
+        assert [r.rung for r in launches] == ["runs"]  # every view reads rows of contiguous items
     elif rungs.auto_takes_narrow(itemsize, *shape):  # a few rows or columns
         assert [r.rung for r in launches] == ["narrow"]
     elif shape[0] % per_word or shape[1] % per_word or view not in ("contiguous", "own-array"):
-        from gpukernels._core.device import compute_capability
-
         expected = "words_async" if itemsize == 1 and compute_capability() >= 80 else "words"
         assert [r.rung for r in launches] == [expected], launches
     if launches[0].rung == "words_async":
@@ -412,7 +414,8 @@ def test_transpose_narrow_refuses_wide_matrices(rng):
     ((4, 24, 100), numpy.float32, "vector"), ((4, 48, 100), numpy.float16, "vector"),
     ((4, 48, 100), numpy.uint8, "narrow"), ((4, 32, 100), numpy.float64, "vector"),
     ((4, 64, 100), numpy.complex128, "vector"), ((4, 63, 100), numpy.complex128, "narrow"),
-    ((4, 65, 200), numpy.float32, "narrow"), ((4, 200, 65), numpy.float32, "vector"),
+    ((4, 63, 200), numpy.float32, "narrow"), ((4, 200, 65), numpy.float32, "vector"),
+    ((4, 65, 200), numpy.float32, "runs"),
     ((4, 200, 20), numpy.float32, "vector"), ((4, 200, 20), numpy.float16, "narrow"),
     ((4, 200, 33), numpy.float16, "narrow"), ((4, 200, 17), numpy.float64, "narrow"),
     ((4, 129, 200), numpy.float32, "runs"), ((4, 65, 200), numpy.float64, "narrow"),
@@ -468,10 +471,24 @@ def _runs_shapes():
 RUNS_CASES = list(_runs_shapes())
 
 
+@pytest.fixture(params=["ring", "registers"])
+def runs_loads(request, monkeypatch):
+    """runs with its tiles' rows copied into the ring of shared memory slots (cp.async, sm_80
+    and newer), or loaded into registers (every GPU), whatever the row count; the instance's
+    last template argument says which."""
+    ring = request.param == "ring"
+    if ring and compute_capability() < rungs.RUNS_ASYNC_CAPABILITY:
+        pytest.skip("cp.async needs sm_80")
+    monkeypatch.setattr(rungs, "runs_ring", lambda capability, rows: ring)
+    PLANS.clear()  # plans made with the other loads
+    yield "true>" if ring else "false>"
+    PLANS.clear()
+
+
 @pytest.mark.parametrize("view", list(WORD_VIEWS))  # the word rungs' views
 @pytest.mark.parametrize(("itemsize", "shape"), RUNS_CASES,
                          ids=[f"{s}-{shape_id(shape)}" for s, shape in RUNS_CASES])
-def test_transpose_runs_tile_edges(itemsize, shape, view, rng):
+def test_transpose_runs_tile_edges(itemsize, shape, view, runs_loads, rng):
     dtype = _INT_BY_SIZE[itemsize]
     base = reference.random_array((shape[0] + 2, shape[1] + 5), dtype, rng)
     host = WORD_VIEWS[view](base, shape)
@@ -480,12 +497,13 @@ def test_transpose_runs_tile_edges(itemsize, shape, view, rng):
     with record_launches() as launches:
         got = gk.transpose(x, method="runs", out=out)
     assert_same_bits(got, host.T, f"{shape} {view}")
-    assert [record.rung for record in launches] == ["runs"]
+    assert [(record.rung, record.instance.endswith(runs_loads)) for record in launches] == [
+        ("runs", True)]
 
 
 @pytest.mark.parametrize("offset", [0, 1, 3, 7])
 @pytest.mark.parametrize("dtype", [numpy.uint8, numpy.float16, numpy.float32], ids=str)
-def test_transpose_runs_stacks_and_unaligned_outputs(dtype, offset, rng):
+def test_transpose_runs_stacks_and_unaligned_outputs(dtype, offset, runs_loads, rng):
     # Three matrices of an odd pitch (each starts at another alignment) into an output that
     # starts `offset` elements past a 16-byte boundary, with poisoned elements either side.
     rows, cols = 37, 301
@@ -505,9 +523,9 @@ def test_transpose_runs_stacks_and_unaligned_outputs(dtype, offset, rng):
 
 
 @pytest.mark.parametrize("dtype", [numpy.uint8, numpy.float16, numpy.float32], ids=str)
-def test_transpose_runs_more_tiles_than_blocks(dtype, rng):
-    # Blocks take tile after tile (the next one's words loaded while they write one): more
-    # tiles than RUNS_BLOCKS, a last tile in part, two matrices, an odd row pitch.
+def test_transpose_runs_more_tiles_than_blocks(dtype, runs_loads, rng):
+    # Blocks take tile after tile (the next one's or two's words loaded while they write one):
+    # more tiles than RUNS_BLOCKS, a last tile in part, two matrices, an odd row pitch.
     segment = rungs.RUNS_SEGMENT_BYTES // numpy.dtype(dtype).itemsize
     rows, cols = 7, segment * (rungs.RUNS_BLOCKS + 37) + 3
     base = reference.random_array((2, rows, cols + 1), dtype, rng)
@@ -521,13 +539,15 @@ def test_transpose_runs_more_tiles_than_blocks(dtype, rng):
 
 @pytest.mark.parametrize(("shape", "dtype", "rung"), [
     ((255, 513), numpy.float16, "runs"), ((161, 300), numpy.float16, "runs"),
-    ((160, 300), numpy.float16, "vector"), ((129, 300), numpy.float16, "words"),
+    ((160, 300), numpy.float16, "vector"), ((129, 300), numpy.float16, "runs"),
     ((65, 300), numpy.uint8, "runs"), ((64, 300), numpy.uint8, "vector"),
-    ((63, 300), numpy.uint8, "narrow"), ((97, 300), numpy.float32, "runs"),
-    ((95, 300), numpy.float32, "narrow"), ((255, 255), numpy.int32, "runs"),
+    ((25, 300), numpy.uint8, "runs"), ((23, 300), numpy.uint8, "narrow"),
+    ((41, 300), numpy.float16, "runs"), ((39, 300), numpy.float16, "narrow"),
+    ((97, 300), numpy.float32, "runs"), ((65, 300), numpy.float32, "runs"),
+    ((63, 300), numpy.float32, "narrow"), ((255, 255), numpy.int32, "runs"),
     ((200, 301), numpy.float16, "words"), ((257, 300), numpy.float16, "words"),
-    ((300, 255), numpy.float16, "words"), ((97, 301), numpy.float16, "words"),
-    ((95, 301), numpy.float16, "narrow"), ((127, 301), numpy.float16, "words"),
+    ((300, 255), numpy.float16, "words"), ((100, 301), numpy.float16, "words"),
+    ((76, 301), numpy.float16, "words"), ((68, 301), numpy.float16, "narrow"),
 ])
 def test_transpose_auto_takes_runs(shape, dtype, rung):
     x = cupy.zeros(shape, dtype)

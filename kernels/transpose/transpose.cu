@@ -451,14 +451,21 @@ transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // stride n apart: distinct banks for odd n, two-way conflicts for n = 2 modulo 4 (multiples of
 // 4 meet more; `auto` leaves them to the other rungs). The shared run starts at the output's
 // address modulo 16 so its 16-byte words line up with the output's. Blocks take tile after
-// tile, loading the next tile's words while they write one. Launch with THREADS threads, grid
-// (min(tiles, RUNS_BLOCKS), 1, batch), tiles = ceil(cols / SEGMENT), and rows * SEGMENT *
-// sizeof(T) + 16 bytes of dynamic shared memory (ops/transpose/rungs.py). Host checks: rows <=
-// cols, rows <= MAX_ROWS, the input's rows contiguous (in_col_stride == 1), out_row_stride ==
-// rows. Measured on an H100 (128 MiB matrices, per call, of a copy; benchmarks/NOTES.md, item
-// 162): 255 rows uint8 0.82, float16 0.79, float32 0.90 (what auto took before, words_async,
-// words and vector: 0.68, 0.76, 0.66); 127 uint8 rows 0.68 (narrow 0.34); permute_dims of
-// (255, 513, 511) float16 to (1, 2, 0) 0.76 per call, 0.83 held (words 0.74 and 0.81).
+// tile. With ASYNC (sm_80 and newer, at most 176 rows: ops/transpose/rungs.py) each tile's rows
+// are copied by cp.async, in the aligned 16-byte chunks that cover each row's segment, into a
+// ring of two slots in shared memory two tiles ahead, and the words are taken from there: a
+// block's next loads are in flight while it stages a tile as well as while it writes one, and
+// no registers hold them. Without it the next tile's words are loaded into registers while a
+// tile is written. Launch with THREADS threads, grid (min(tiles, RUNS_BLOCKS), 1, batch),
+// tiles = ceil(cols / SEGMENT), and rows * SEGMENT * sizeof(T) + 16 bytes of dynamic shared
+// memory, plus 2 * rows * 36 * 4 with ASYNC. Host checks: rows <= cols, rows <= MAX_ROWS, the
+// input's rows contiguous (in_col_stride == 1), out_row_stride == rows. Measured on an H100
+// (128 MiB matrices, per call, of a copy; benchmarks/NOTES.md, items 162 and 165): 255 rows
+// uint8 0.89, float16 0.87, float32 0.86 (what auto took before runs, words_async, words and
+// vector: 0.68, 0.76, 0.66); with the ring 25-161 rows 5-100% faster than without: 127 rows
+// uint8 0.87 (0.73 without, narrow 0.34), float16 0.84 (0.72, words 0.71), 65 rows float32 0.80
+// (0.71, narrow 0.73); permute_dims of (255, 513, 511) float16 to (1, 2, 0) 0.76 per call, 0.83
+// held (words 0.74 and 0.81).
 // ---------------------------------------------------------------------------------------------
 // The W elements of a row segment from `start` (a 4-byte aligned address), where they lie in
 // [0, here), if `active`: one 4-byte load where the word lies within the row's columns
@@ -482,7 +489,8 @@ __device__ __forceinline__ gk_narrow_word<T, W> gk_runs_word(bool active, const 
     return word;
 }
 
-template <typename T, typename Index, int THREADS, int SEGMENT, int MAX_ROWS, int MIN_BLOCKS>
+template <typename T, typename Index, int THREADS, int SEGMENT, int MAX_ROWS, int MIN_BLOCKS,
+          bool ASYNC>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 transpose_runs(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
                Index in_batch_stride, Index in_row_stride, Index in_col_stride,
@@ -492,6 +500,13 @@ transpose_runs(const T* __restrict__ in, T* __restrict__ out, Index rows, Index 
     constexpr int C = 16 / (int)sizeof(T);  // elements of a 16-byte word
     constexpr int WARPS = THREADS / 32;
     constexpr int ROWS_PER_WARP = (MAX_ROWS + WARPS - 1) / WARPS;
+    // ASYNC: a row's window in a ring slot, the 16-byte chunks from the one that holds the
+    // segment's first element: 128 bytes and up to 15 before them.
+    constexpr int CHUNKS = 9;
+    constexpr int PITCH = 4 * CHUNKS;  // words of a row in a ring slot
+    // Elements before and after a tile's segments that its reads may touch: an interior tile's
+    // reads stay within each row.
+    constexpr int MARGIN = ASYNC ? C : W;
     static_assert(SEGMENT == 32 * W, "a segment is one 4-byte word a lane");
     static_assert(MAX_ROWS <= THREADS, "a thread a row for the words past the 32nd");
     typedef gk_narrow_word<T, W> Word;
@@ -505,6 +520,9 @@ transpose_runs(const T* __restrict__ in, T* __restrict__ out, Index rows, Index 
     // and first * n * sizeof(T) = t * 128 * n bytes, so every tile of a matrix has one shift.
     const int shift = (int)((reinterpret_cast<unsigned long long>(out) & 15) / sizeof(T));
     T* const run = reinterpret_cast<T*>(gk_runs_shared) + shift;
+    // ASYNC: a ring of two slots after the run (n * SEGMENT * sizeof(T) + 16 bytes, a multiple
+    // of 16), each a tile's rows as copied, row i's window at slot + i * PITCH.
+    unsigned* const ring = reinterpret_cast<unsigned*>(gk_runs_shared) + n * (SEGMENT / W) + 4;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const bool row_thread = (int)threadIdx.x < n;  // takes word 32 of row threadIdx.x
     // m(i): elements of row i's first word before the tile's segment, from the address of the
@@ -512,12 +530,12 @@ transpose_runs(const T* __restrict__ in, T* __restrict__ out, Index rows, Index 
     const int stride_mod = (int)(in_row_stride & (W - 1));
     const Index tiles = (cols + SEGMENT - 1) / SEGMENT;
     // Words of a tile inside the matrix (every word the tile reads lies within its row), loaded
-    // a tile ahead: warp w's rows w, w + WARPS, ..., lane k's word k of each, which holds segment
-    // elements [k W - m, k W - m + W); and word 32 of row threadIdx.x, which holds the segment's
-    // last m elements.
+    // a tile ahead (ASYNC: two): warp w's rows w, w + WARPS, ..., lane k's word k of each, which
+    // holds segment elements [k W - m, k W - m + W); and word 32 of row threadIdx.x, which holds
+    // the segment's last m elements.
     Word words[ROWS_PER_WARP], extra;
     auto interior = [&](Index t) {
-        return t * SEGMENT >= W && t * SEGMENT + SEGMENT + W <= cols;
+        return t * SEGMENT >= MARGIN && t * SEGMENT + SEGMENT + MARGIN <= cols;
     };
     auto m0_of = [&](Index t) {
         return (int)((reinterpret_cast<unsigned long long>(in + t * SEGMENT) / sizeof(T)) &
@@ -541,29 +559,86 @@ transpose_runs(const T* __restrict__ in, T* __restrict__ out, Index rows, Index 
                 segment0 + (Index)threadIdx.x * in_row_stride + (32 * W - m));
         }
     };
+    // ASYNC: tile t's row windows into slot `parity` of the ring by 16-byte cp.async copies
+    // (through the L2 alone, each whole 128-byte line fetched: the neighbouring tiles, which
+    // other blocks take at the same time, read the rest of the lines a window cuts), if t is an
+    // interior tile; one group of copies a call (empty for other tiles), so gk_copy_wait<1>
+    // finds the older one.
+    auto load_async = [&](Index t, int parity) {
+        if (t < tiles && interior(t)) {
+            const T* const segment0 = in + t * SEGMENT;
+            unsigned* const slot = ring + parity * n * PITCH;
+            for (int c = threadIdx.x; c < n * CHUNKS; c += THREADS) {
+                const int i = c / CHUNKS, k = c - i * CHUNKS;
+                const unsigned long long row = reinterpret_cast<unsigned long long>(
+                    segment0 + (Index)i * in_row_stride);
+                gk_copy16_async_line(gk_shared_address(slot + i * PITCH + 4 * k),
+                                     reinterpret_cast<const void*>((row & ~15ull) + 16 * k));
+            }
+        }
+        gk_copy_commit();
+    };
+    // ASYNC: where lane 0's word of row i starts in its window, in words: the window starts
+    // (segment address mod 16) bytes before the segment, the word m elements before it.
+    auto window_word = [&](const T* segment0, int i, int m) {
+        const int d = (int)(reinterpret_cast<unsigned long long>(
+                                segment0 + (Index)i * in_row_stride) & 15);
+        return (d - m * (int)sizeof(T)) >> 2;
+    };
     Index t = blockIdx.x;
-    bool loaded = t < tiles && interior(t);
-    if (loaded) load(t);
-    for (; t < tiles; t += gridDim.x) {
+    bool loaded = false;
+    if constexpr (ASYNC) {
+        load_async(t, 0);
+        load_async(t + gridDim.x, 1);
+    } else {
+        loaded = t < tiles && interior(t);
+        if (loaded) load(t);
+    }
+    for (int round = 0; t < tiles; t += gridDim.x, ++round) {
         const Index first = t * SEGMENT;
         const int here = (int)(cols - first < SEGMENT ? cols - first : SEGMENT);
         const T* const segment0 = in + first;  // row 0's segment
         const int m0 = m0_of(t);
+        const int parity = round & 1;
         // Into the run: element j of row i's segment goes to run[j * n + i].
-        if (loaded) {
+        auto place = [&](Word word, int i, int m) {
+#pragma unroll
+            for (int x = 0; x < W; ++x) {
+                const int j = lane * W - m + x;  // < SEGMENT: at most 32 W - 1 - m
+                if (j >= 0) run[j * n + i] = word.elem[x];
+            }
+        };
+        if constexpr (ASYNC) {
+            gk_copy_wait<1>();  // this tile's copies (the next tile's may still be in flight)
+            __syncthreads();    // every thread's copies seen; the last tile's run written out
+            loaded = interior(t);
+            if (loaded) {  // each word from the ring to the run
+                const unsigned* const slot = ring + parity * n * PITCH;
+#pragma unroll
+                for (int r = 0; r < ROWS_PER_WARP; ++r) {
+                    const int i = warp + r * WARPS;
+                    const int m = (m0 + i * stride_mod) & (W - 1);
+                    if (i < n) {
+                        Word word;
+                        word.bits = slot[i * PITCH + window_word(segment0, i, m) + lane];
+                        place(word, i, m);
+                    }
+                }
+                const int m = (m0 + (int)threadIdx.x * stride_mod) & (W - 1);
+                if (row_thread && m > 0) {
+                    extra.bits = slot[threadIdx.x * PITCH +
+                                      window_word(segment0, threadIdx.x, m) + 32];
+                }
+            }
+        } else if (loaded) {
 #pragma unroll
             for (int r = 0; r < ROWS_PER_WARP; ++r) {
                 const int i = warp + r * WARPS;
                 const int m = (m0 + i * stride_mod) & (W - 1);
-                if (i < n) {
-#pragma unroll
-                    for (int x = 0; x < W; ++x) {
-                        const int j = lane * W - m + x;  // < SEGMENT: at most 32 W - 1 - m
-                        if (j >= 0) run[j * n + i] = words[r].elem[x];
-                    }
-                }
+                if (i < n) place(words[r], i, m);
             }
-        } else {  // the first and last tiles: row by row, at the row's ends element by element
+        }
+        if (!loaded) {  // the first and last tiles: row by row, at the row's ends element by element
 #pragma unroll 1
             for (int i = warp; i < n; i += WARPS) {
                 const int m = (m0 + i * stride_mod) & (W - 1);
@@ -589,9 +664,14 @@ transpose_runs(const T* __restrict__ in, T* __restrict__ out, Index rows, Index 
             }
         }
         __syncthreads();
-        // The next tile's loads are in flight while this one is written.
-        loaded = t + gridDim.x < tiles && interior(t + gridDim.x);
-        if (loaded) load(t + gridDim.x);
+        // The next tiles' loads are in flight while this one is written (ASYNC: into the slot
+        // this tile's words have just left).
+        if constexpr (ASYNC) {
+            load_async(t + 2 * (Index)gridDim.x, parity);
+        } else {
+            loaded = t + gridDim.x < tiles && interior(t + gridDim.x);
+            if (loaded) load(t + gridDim.x);
+        }
         // Store: the run of here * n elements at out + first * n, in 16-byte words from its first
         // 16-byte boundary q0; the elements before q0 and after the last whole word one by one.
         T* const out_run = out + first * (Index)n;
@@ -608,8 +688,9 @@ transpose_runs(const T* __restrict__ in, T* __restrict__ out, Index rows, Index 
             const int at = q < head ? q : tail + (q - head);
             out_run[at] = run[at];
         }
-        __syncthreads();  // before the next refill
+        if constexpr (!ASYNC) __syncthreads();  // before the next refill (ASYNC: at the top)
     }
+    if constexpr (ASYNC) gk_copy_wait<0>();  // no copy outlives the block
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -316,10 +316,11 @@ NARROW_MAX_8_BYTE = 79
 NARROW_MAX_WIDE = 64
 NARROW_THREADS = 256
 #: ``auto`` takes words, not narrow, for 2-byte matrices of more rows than this (and no more
-#: than NARROW_MAX, nor than columns) whose input rows are contiguous: on an H100 (128 MiB,
-#: per call, of a copy; NOTES 162-164) float16 with 97 to 127 rows ran at 0.62-0.75 through
-#: words, 0.52-0.55 through narrow; with 65 rows 0.45-0.47 against 0.49-0.51.
-NARROW_WORDS_ROWS = 96
+#: than NARROW_MAX, nor than columns) whose input rows are contiguous and that runs does not
+#: take (row counts that are multiples of 4): on an H100 (128 MiB, per call, of a copy; NOTES
+#: 162-165) float16 with 73 to 127 rows ran at 0.52-0.75 through words, 0.49-0.55 through
+#: narrow; with 65 rows 0.46-0.47 against 0.51.
+NARROW_WORDS_ROWS = 72
 #: Elements a tile of the narrow rung holds (about): 16 KiB of 4-byte elements.
 NARROW_TILES = {1: 4096, 2: 4096, 4: 4096, 8: 2048, 16: 1024}
 
@@ -393,24 +394,44 @@ RUNS_ITEMSIZES = (1, 2, 4)
 RUNS_SEGMENT_BYTES = 128  # of each input row a tile takes: one 4-byte word a lane
 RUNS_THREADS = 512
 RUNS_MIN_BLOCKS = 2  # blocks an SM the registers are bounded for
-#: Blocks of a runs launch at most: each takes tile after tile, the next one's loads in flight
-#: while it writes one (about four waves of two blocks on an H100's 132 SMs).
+#: Blocks of a runs launch at most: each takes tile after tile, the next one's loads (with the
+#: ring, the next two tiles') in flight while it writes one (about four waves of two blocks on an
+#: H100's 132 SMs).
 RUNS_BLOCKS = 1024
 
 
-def runs_shared_bytes(rows: int) -> int:
+#: From this compute capability (cp.async) a runs block of at most RUNS_RING_MAX_ROWS rows
+#: copies its tiles' rows into a ring of two slots in shared memory, two tiles ahead, instead of
+#: loading their words into registers one tile ahead. On an H100 (128 MiB, per call, of a copy;
+#: benchmarks/NOTES.md, item 165) the ring ran 25-161 rows 5-100% faster (float16 with 65 rows
+#: 0.48 -> 0.75, 127 rows 0.72 -> 0.84), and 191-255 rows 0-4% slower.
+RUNS_ASYNC_CAPABILITY = 80
+RUNS_RING_MAX_ROWS = 176
+RUNS_WINDOW_BYTES = 144  # of a row in a ring slot: 9 aligned 16-byte chunks cover its segment
+
+
+def runs_shared_bytes(rows: int, ring: bool) -> int:
     """Dynamic shared memory of transpose_runs: the tile's run, and up to 15 bytes before it
-    that line its 16-byte words up with the output's."""
-    return rows * RUNS_SEGMENT_BYTES + 16
+    that line its 16-byte words up with the output's; then, with ``ring``, two slots of
+    RUNS_WINDOW_BYTES a row (73232 bytes in all at RUNS_RING_MAX_ROWS rows, within the 99 KiB a
+    block may opt in to on every GPU from sm_80)."""
+    return rows * RUNS_SEGMENT_BYTES + 16 + (2 * rows * RUNS_WINDOW_BYTES if ring else 0)
 
 
-def _runs_instance(itemsize: int, index: str) -> str:
+def runs_ring(capability: int, rows: int) -> bool:
+    """Whether runs copies a matrix of ``rows`` rows through its ring of shared memory slots
+    (cp.async) on a GPU of this compute capability."""
+    return capability >= RUNS_ASYNC_CAPABILITY and rows <= RUNS_RING_MAX_ROWS
+
+
+def _runs_instance(itemsize: int, index: str, ring: bool) -> str:
     return (f"transpose_runs<{CARRIERS[itemsize]}, {index}, {RUNS_THREADS}, "
-            f"{RUNS_SEGMENT_BYTES // itemsize}, {RUNS_MAX}, {RUNS_MIN_BLOCKS}>")
+            f"{RUNS_SEGMENT_BYTES // itemsize}, {RUNS_MAX}, {RUNS_MIN_BLOCKS}, "
+            f"{'true' if ring else 'false'}>")
 
 
 #: ``auto`` takes runs past these many rows, per item size (:func:`auto_takes_runs`).
-RUNS_AUTO_MIN = {1: 64, 2: 160, 4: 96}
+RUNS_AUTO_MIN = {1: 24, 2: 40, 4: 64}
 
 
 def auto_takes_runs(p: Problem) -> bool:
@@ -419,12 +440,13 @@ def auto_takes_runs(p: Problem) -> bool:
     shared memory then meet at most two-way bank conflicts, and vector's words need the rows
     such multiples give), contiguous input rows, adjacent output rows.
 
-    Measured on an H100 (128 MiB matrices, per call, of a copy; NOTES 162), runs against what
-    ``auto`` took before: uint8 with 65, 97, 127, 161, 191, 223, 255 rows 0.47, 0.60, 0.68,
-    0.73, 0.75, 0.80, 0.82 against 0.30-0.68 (narrow, words); float16 with 161-255 rows
-    0.71-0.80 against 0.62-0.76 (words), but 0.56-0.64 against 0.62-0.73 from 97 to 129;
-    float32 with 97-255 rows 0.85-0.91 against 0.58-0.78 (narrow, vector). 200 rows (eight-way
-    conflicts): uint8 0.47 against 0.56, float16 0.65 against 0.70."""
+    Measured on an H100 (128 MiB matrices, per call, of a copy; NOTES 165), runs against what
+    ``auto`` took before: uint8 with 25, 33, 41, 57 rows 0.41, 0.50, 0.61, 0.68 against
+    0.32-0.38 (narrow), 97-255 rows 0.85-0.89; float16 with 41, 57, 97, 127 rows 0.59, 0.70,
+    0.84, 0.84 against 0.52-0.71 (narrow, words), 161-255 rows 0.85-0.87; float32 with 65 rows
+    0.80 against 0.73 (narrow), 97-255 rows 0.85-0.88. Under those bounds narrow was ahead:
+    uint8 with 17 rows 0.29 against 0.34, float16 with 33 rows 0.50 against 0.56, float32 with
+    57 rows 0.74 against 0.77."""
     n = p.rows
     return (p.itemsize in RUNS_ITEMSIZES and n % 4 != 0
             and RUNS_AUTO_MIN[p.itemsize] < n <= min(p.cols, RUNS_MAX)
@@ -446,8 +468,9 @@ def plan_runs(p: Problem) -> Launch:
                          f"{p.rows} x {p.cols}: use 'auto'")
     segment = RUNS_SEGMENT_BYTES // p.itemsize
     grid = (min(ceil_div(p.cols, segment), RUNS_BLOCKS), 1, p.batch)
-    return Launch(SOURCE, _runs_instance(p.itemsize, p.index), grid, (RUNS_THREADS, 1, 1),
-                  runs_shared_bytes(p.rows))
+    ring = runs_ring(p.capability, p.rows)
+    return Launch(SOURCE, _runs_instance(p.itemsize, p.index, ring), grid, (RUNS_THREADS, 1, 1),
+                  runs_shared_bytes(p.rows, ring))
 
 
 # --- the ladder ---------------------------------------------------------------------------------------
@@ -505,8 +528,9 @@ LADDER = Ladder("transpose", (
     Rung("runs", f"up to {RUNS_MAX} rows whose ends are not whole words: a tile of all rows "
                  "staged in the output's order, written as one run of 16-byte words",
          SOURCE, "transpose_runs",
-         _groups(SOURCE, "runs", lambda index: [_runs_instance(size, index)
-                                                for size in RUNS_ITEMSIZES]),
+         _groups(SOURCE, "runs", lambda index: [_runs_instance(size, index, ring)
+                                                for size in RUNS_ITEMSIZES
+                                                for ring in (False, True)]),
          plan_runs, Needs(dtypes="1-, 2- and 4-byte elements",
                           layout=f"at most {RUNS_MAX} rows, no more than columns; rows of "
                                  "contiguous elements")),
