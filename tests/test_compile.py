@@ -146,7 +146,7 @@ def _transpose_problems():
     """Problems covering every branch of the transpose plans: item sizes, aligned and odd
     shapes, strided columns, unaligned addresses, both index types, every capability."""
     shapes = [(64, 64), (8192, 8192), (8191, 8193), (33, 65), (4096, 4100), (48, 96), (1, 1),
-              (4, 4096), (4096, 4), (255, 4097)]
+              (4, 4096), (4096, 4), (255, 4097), (1, 4096), (2, 4096), (3, 4096), (4096, 3)]
     for itemsize, index, capability in itertools.product(transpose_rungs.CARRIERS, ("int", "long long"),
                                                          (75, 80, 90)):
         for (rows, cols), col_stride, in_address, out_address in itertools.product(

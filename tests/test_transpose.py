@@ -387,6 +387,51 @@ def test_transpose_narrow_tile_edges(itemsize, shape, rng):
     assert [record.rung for record in launches] == ["narrow"]
 
 
+# The narrow rung's path in registers (INTERLEAVE, gk_narrow_interleave) for 1 to INTERLEAVE_MAX
+# rows or columns of 1-, 2- and 4-byte items (rungs.narrow_interleaves): long sides one short of,
+# at and one past a 16-byte word, and past two blocks' groups; three matrices; rows padded to
+# whole words.
+def _interleave_cases():
+    for itemsize in rungs.INTERLEAVE_ITEMSIZES:
+        words = 16 // itemsize
+        blocks = 2 * rungs.NARROW_THREADS * rungs.INTERLEAVE_UNROLL * words
+        for narrow in range(1, rungs.INTERLEAVE_MAX + 1):
+            for long in (words - 1, words, words + 1, blocks + words + 3):
+                if long >= narrow:
+                    yield itemsize, narrow, long
+
+
+INTERLEAVE_CASES = list(_interleave_cases())
+
+
+@pytest.mark.parametrize(("itemsize", "narrow", "long"), INTERLEAVE_CASES,
+                         ids=[f"{s}-{n}x{long}" for s, n, long in INTERLEAVE_CASES])
+def test_transpose_narrow_interleave(itemsize, narrow, long, rng):
+    dtype = _INT_BY_SIZE[itemsize]
+    words = 16 // itemsize
+    pitch = -(-long // words) * words
+    base = reference.random_array((3, narrow, pitch + words), dtype, rng)
+
+    def moved(x, host, interleaved):
+        out = poisoned(reference.transpose(host).shape, dtype)
+        with record_launches() as launches:
+            got = gk.transpose(x, method="narrow", out=out)
+        assert_same_bits(got, reference.transpose(host), f"{x.shape} {x.strides}")
+        # the instance's INTERLEAVE argument: the narrow side, or 0 (staged)
+        assert [record.instance.split(", ")[-2] for record in launches] == [
+            str(narrow) if interleaved else "0"]
+
+    # Planes in: the rows (padded to whole words) to one run of `long` rows of `narrow`; the
+    # three matrices where each run starts at a 16-byte boundary (whole words of it), else one.
+    planes = base if long % words == 0 else base[0]
+    moved(cupy.asarray(planes)[..., :long], planes[..., :long], True)
+    # The same one element past a 16-byte boundary: the staged kernel.
+    moved(cupy.asarray(planes)[..., 1:long + 1], planes[..., 1:long + 1], False)
+    # One run in (rows of `narrow`, whole words of them in each matrix) to planes of `pitch`.
+    run = numpy.ascontiguousarray(numpy.swapaxes(base[:, :, :pitch], 1, 2))
+    moved(cupy.asarray(run), run, True)
+
+
 @pytest.mark.parametrize("view", [f for _, f in VIEWS[:5]], ids=[n for n, _ in VIEWS[:5]])
 def test_transpose_narrow_views(view, rng):
     # Strided and reversed views with 3, 4 or 5 rows or columns left.
@@ -432,7 +477,7 @@ def test_transpose_auto_takes_narrow_for_a_few_rows_or_columns(shape, dtype, run
 # The narrow rung's words: 1- and 2-byte items whose contiguous runs are 4-byte aligned, with
 # runs that end inside a word (odd lengths in padded rows; a run of an odd number of elements).
 NARROW_WORD_CASES = [
-    (numpy.uint8, (3, 4096), None), (numpy.uint8, (3, 4100), 4097),
+    (numpy.uint8, (3, 4092), None), (numpy.uint8, (3, 4100), 4097),
     (numpy.uint8, (4100, 3), None), (numpy.uint8, (16, 40), 37),
     (numpy.uint16, (5, 1002), 1001), (numpy.uint16, (1002, 6), None),
     (numpy.uint16, (2, 70001 * 2), 2 * 70001 - 1), (numpy.uint16, (70002, 2), None),

@@ -254,7 +254,11 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // and uint8 images to channels-last 0.35 per call (0.31 without), float16 unchanged (item 80), so
 // what holds the small types is likely the shared-memory traffic, one element per access. With 17
 // to 128 rows about the same (items 81 and 83), where vector's tiles fall to 0.1-0.55 unless N rows
-// fill whole 32-byte sectors.
+// fill whole 32-byte sectors. INTERLEAVE (below) moves 1 to 4 rows or columns of 1-, 2- and 4-byte
+// items in 16-byte words permuted in registers where the layout is 16-byte aligned: uint8 images
+// to channels-last 0.25 -> 0.70-0.88 per call of a copy, and back 0.29 -> 0.68-0.93, float16
+// 0.57 -> 0.87, float32 0.81-0.82 -> 0.86-0.94, int16 stereo audio to planes and back 0.56-0.58
+// -> 0.93-0.97 (item 166).
 // ---------------------------------------------------------------------------------------------
 // Elements of the long side in a tile of the narrow rung: TILE / n rounded down to a multiple of
 // 32, at least 32. The host's plan uses the same formula (ops/transpose/rungs.py).
@@ -299,13 +303,108 @@ union gk_narrow_word {
     T elem[W];
 };
 
-template <typename T, typename Index, int THREADS, int TILE, bool WORDS>
+// INTERLEAVE = N (1 to 4 rows or columns of 1-, 2- or 4-byte items, 16-byte aligned layouts the
+// host has checked: ops/transpose/rungs.py, narrow_interleaves): no shared memory. One side is N
+// planes of the long side (the input's rows with narrow rows, the output's with narrow columns),
+// the other one run of the long side's N-element rows. A thread takes V = 16 / sizeof(T) elements
+// of the long side, one 16-byte word of each plane and N 16-byte words of the run, and permutes
+// them in registers; each thread does UNROLL such groups, their loads issued together. The staged
+// path below moves one element per shared-memory access, which held uint8 images at 0.35-0.48 of
+// a copy (item 80).
+template <typename T, typename Index, int N, int THREADS, int UNROLL>
+__device__ __forceinline__ void gk_narrow_interleave(const T* __restrict__ in, T* __restrict__ out,
+                                                     Index rows, Index cols,
+                                                     Index in_batch_stride, Index in_row_stride,
+                                                     Index in_col_stride, Index out_batch_stride,
+                                                     Index out_row_stride) {
+    static_assert(N >= 1 && N <= 4, "1 to 4 planes");
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "1-, 2- or 4-byte items");
+    constexpr int V = 16 / (int)sizeof(T);  // elements of the long side a group takes
+    union Word {
+        uint4 bits;
+        T elem[V];
+    };
+    (void)in_col_stride;  // 1: the host's check
+    in += (Index)blockIdx.z * in_batch_stride;  // signed: the stride may be negative
+    out += (Index)blockIdx.z * out_batch_stride;
+    const bool narrow_rows = rows <= cols;  // the staged kernel's rule
+    const Index length = narrow_rows ? cols : rows;
+    // Planes: element l of plane c at plane + c * plane_stride + l; the run: (l, c) at l * N + c.
+    const T* const in_plane = in;
+    T* const out_plane = out;
+    const Index plane_stride = narrow_rows ? in_row_stride : out_row_stride;
+    const Index groups = length / V;  // whole groups; the rest element by element
+    const Index step = (Index)gridDim.x * THREADS * UNROLL;
+    for (Index g0 = (Index)blockIdx.x * THREADS * UNROLL + threadIdx.x; g0 < groups; g0 += step) {
+        Word plane[UNROLL][N], run[UNROLL][N];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const Index g = g0 + (Index)u * THREADS;
+            if (g < groups) {
+#pragma unroll
+                for (int c = 0; c < N; ++c) {
+                    if (narrow_rows) {
+                        plane[u][c].bits = *reinterpret_cast<const uint4*>(
+                            in_plane + (Index)c * plane_stride + g * V);
+                    } else {
+                        run[u][c].bits = *reinterpret_cast<const uint4*>(in + g * V * N + c * V);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const Index g = g0 + (Index)u * THREADS;
+            if (g < groups) {
+                // Element k of the group's run is (l, c) = (k / N, k % N): plane c's element l.
+#pragma unroll
+                for (int k = 0; k < N * V; ++k) {
+                    if (narrow_rows) {
+                        run[u][k / V].elem[k % V] = plane[u][k % N].elem[k / N];
+                    } else {
+                        plane[u][k % N].elem[k / N] = run[u][k / V].elem[k % V];
+                    }
+                }
+#pragma unroll
+                for (int c = 0; c < N; ++c) {
+                    if (narrow_rows) {
+                        *reinterpret_cast<uint4*>(out + g * V * N + c * V) = run[u][c].bits;
+                    } else {
+                        *reinterpret_cast<uint4*>(out_plane + (Index)c * plane_stride + g * V) =
+                            plane[u][c].bits;
+                    }
+                }
+            }
+        }
+    }
+    // The last length % V elements of the long side, element by element, by block 0.
+    if (blockIdx.x == 0) {
+        const Index tail = groups * V;
+        for (Index i = threadIdx.x; i < (length - tail) * N; i += THREADS) {
+            const Index l = tail + i / N;
+            const int c = (int)(i % N);
+            if (narrow_rows) {
+                out[l * N + c] = in_plane[(Index)c * plane_stride + l];
+            } else {
+                out_plane[(Index)c * plane_stride + l] = in[l * N + c];
+            }
+        }
+    }
+}
+
+template <typename T, typename Index, int THREADS, int TILE, int INTERLEAVE, bool WORDS>
 __global__ void __launch_bounds__(THREADS)
 transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Index cols,
                  Index in_batch_stride, Index in_row_stride, Index in_col_stride,
                  Index out_batch_stride, Index out_row_stride) {
     static_assert(TILE % 32 == 0 && TILE >= 32, "a tile of whole warps' worth of elements");
     static_assert(!WORDS || sizeof(T) <= 2, "words of several 1- or 2-byte elements");
+    if constexpr (INTERLEAVE > 0) {
+        gk_narrow_interleave<T, Index, INTERLEAVE, THREADS, 2>(
+            in, out, rows, cols, in_batch_stride, in_row_stride, in_col_stride, out_batch_stride,
+            out_row_stride);
+        return;
+    }
     constexpr int W = WORDS ? 4 / (int)sizeof(T) : 1;  // elements per word
     typedef gk_narrow_word<T, W> Word;
     extern __shared__ uint4 gk_narrow_shared[];

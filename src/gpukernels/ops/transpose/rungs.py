@@ -334,14 +334,45 @@ def narrow_length(itemsize: int, narrow: int) -> int:
 NARROW_WORD_ITEMSIZES = (1, 2)
 
 
-def _narrow_instance(itemsize: int, index: str, words: bool = False) -> str:
+def _narrow_instance(itemsize: int, index: str, words: bool = False, interleave: int = 0) -> str:
     return (f"transpose_narrow<{CARRIERS[itemsize]}, {index}, {NARROW_THREADS}, "
-            f"{NARROW_TILES[itemsize]}, {'true' if words else 'false'}>")
+            f"{NARROW_TILES[itemsize]}, {interleave}, {'true' if words else 'false'}>")
+
+
+#: The narrow rung moves 1 to INTERLEAVE_MAX rows or columns of 1-, 2- and 4-byte items in
+#: registers, a 16-byte word of each row of the narrow side at a time, where such words line up
+#: with the layout (:func:`narrow_interleaves`): channels-first <-> channels-last images of 3 or 4
+#: channels, interleaved audio of 2. INTERLEAVE_UNROLL groups of words a thread (the kernel's
+#: constant), NARROW_THREADS threads a block.
+INTERLEAVE_MAX = 4
+INTERLEAVE_ITEMSIZES = (1, 2, 4)
+INTERLEAVE_UNROLL = 2
 
 
 def _narrow_instances(index: str) -> list[str]:
     return [_narrow_instance(size, index) for size in CARRIERS] + [
-        _narrow_instance(size, index, True) for size in NARROW_WORD_ITEMSIZES]
+        _narrow_instance(size, index, True) for size in NARROW_WORD_ITEMSIZES] + [
+        _narrow_instance(size, index, interleave=narrow) for size in INTERLEAVE_ITEMSIZES
+        for narrow in range(1, INTERLEAVE_MAX + 1)]
+
+
+def narrow_interleaves(p: Problem) -> bool:
+    """Whether the narrow rung permutes this problem in registers (its INTERLEAVE instances): at
+    most INTERLEAVE_MAX rows or columns of 1-, 2- or 4-byte items, the input's rows contiguous,
+    the narrow side's rows one run (narrow rows: the output's rows adjacent; narrow columns: the
+    input's), and every row of the long side, every matrix and both arrays 16-byte aligned."""
+    if p.itemsize not in INTERLEAVE_ITEMSIZES or min(p.rows, p.cols) > INTERLEAVE_MAX \
+            or not p.unit_columns:
+        return False
+    batch_stride, row_stride, _ = p.strides
+    out_batch, out_row = p.out_strides
+    if p.rows <= p.cols:  # the input's rows are the planes, the output one run
+        run, plane = out_row == p.rows, row_stride
+    else:  # the input one run, the output's rows the planes
+        run, plane = row_stride == p.cols, out_row
+    strides = [plane] + ([batch_stride, out_batch] if p.batch > 1 else [])
+    return run and all(stride * p.itemsize % 16 == 0 for stride in strides) \
+        and p.in_address % 16 == 0 and p.out_address % 16 == 0
 
 
 def narrow_words(p: Problem) -> bool:
@@ -372,12 +403,18 @@ def narrow_max(itemsize: int) -> int:
 
 def plan_narrow(p: Problem) -> Launch:
     """A block per tile of the whole narrow side by narrow_length elements of the long side (a
-    grid-stride loop past 2^31 - 1 tiles), the staged rows padded by up to 31 elements."""
+    grid-stride loop past 2^31 - 1 tiles), the staged rows padded by up to 31 elements; or,
+    where :func:`narrow_interleaves`, a thread per INTERLEAVE_UNROLL groups of 16-byte words."""
     narrow, long = sorted((p.rows, p.cols))  # the kernel's rule: rows narrow when rows <= cols
     if narrow > narrow_max(p.itemsize):
         raise ValueError(f"the transpose rung 'narrow' takes matrices with at most "
                          f"{narrow_max(p.itemsize)} rows or columns of {p.itemsize}-byte items; "
                          f"these are {p.rows} x {p.cols}: use 'auto'")
+    if narrow_interleaves(p):  # in registers: UNROLL groups of 16-byte words a thread
+        groups = long // (16 // p.itemsize)
+        blocks = max(1, ceil_div(groups, NARROW_THREADS * INTERLEAVE_UNROLL))
+        return Launch(SOURCE, _narrow_instance(p.itemsize, p.index, interleave=narrow),
+                      (min(blocks, MAX_GRID_X), 1, p.batch), (NARROW_THREADS, 1, 1))
     length = narrow_length(p.itemsize, narrow)
     grid = (min(ceil_div(long, length), MAX_GRID_X), 1, p.batch)
     shared = narrow * (length + 31) * p.itemsize
