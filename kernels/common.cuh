@@ -159,16 +159,6 @@ __device__ __forceinline__ void gk_copy16_async_zfill(unsigned dst, const void* 
 #endif
 }
 
-// 4 bytes from `src` to shared address `dst`, both 4-byte aligned (through the L1: .ca is the
-// only cache operator cp.async takes for copies under 16 bytes).
-__device__ __forceinline__ void gk_copy4_async(unsigned dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
-#else
-    __trap();
-#endif
-}
-
 __device__ __forceinline__ void gk_copy_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::: "memory");

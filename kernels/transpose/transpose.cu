@@ -310,7 +310,9 @@ union gk_narrow_word {
 // of the long side, one 16-byte word of each plane and N 16-byte words of the run, and permutes
 // them in registers; each thread does UNROLL such groups, their loads issued together. The staged
 // path below moves one element per shared-memory access, which held uint8 images at 0.35-0.48 of
-// a copy (item 80).
+// a copy (item 80). The host sizes the grid for GK_NARROW_UNROLL groups a thread
+// (rungs.INTERLEAVE_UNROLL); the grid-stride loop covers the long side whatever the grid.
+#define GK_NARROW_UNROLL 2
 template <typename T, typename Index, int N, int THREADS, int UNROLL>
 __device__ __forceinline__ void gk_narrow_interleave(const T* __restrict__ in, T* __restrict__ out,
                                                      Index rows, Index cols,
@@ -400,7 +402,7 @@ transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
     static_assert(TILE % 32 == 0 && TILE >= 32, "a tile of whole warps' worth of elements");
     static_assert(!WORDS || sizeof(T) <= 2, "words of several 1- or 2-byte elements");
     if constexpr (INTERLEAVE > 0) {
-        gk_narrow_interleave<T, Index, INTERLEAVE, THREADS, 2>(
+        gk_narrow_interleave<T, Index, INTERLEAVE, THREADS, GK_NARROW_UNROLL>(
             in, out, rows, cols, in_batch_stride, in_row_stride, in_col_stride, out_batch_stride,
             out_row_stride);
         return;

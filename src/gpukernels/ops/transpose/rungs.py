@@ -343,7 +343,8 @@ def _narrow_instance(itemsize: int, index: str, words: bool = False, interleave:
 #: registers, a 16-byte word of each row of the narrow side at a time, where such words line up
 #: with the layout (:func:`narrow_interleaves`): channels-first <-> channels-last images of 3 or 4
 #: channels, interleaved audio of 2. INTERLEAVE_UNROLL groups of words a thread (the kernel's
-#: constant), NARROW_THREADS threads a block.
+#: GK_NARROW_UNROLL; the grid is sized for it, and the kernel's grid-stride loop covers the long
+#: side whatever the grid), NARROW_THREADS threads a block.
 INTERLEAVE_MAX = 4
 INTERLEAVE_ITEMSIZES = (1, 2, 4)
 INTERLEAVE_UNROLL = 2
