@@ -536,6 +536,10 @@ def runs_loads(request, monkeypatch):
 @pytest.mark.parametrize(("itemsize", "shape"), RUNS_CASES,
                          ids=[f"{s}-{shape_id(shape)}" for s, shape in RUNS_CASES])
 def test_transpose_runs_tile_edges(itemsize, shape, view, runs_loads, rng):
+    limit = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+    if runs_loads == "true>" and rungs.runs_shared_bytes(shape[0], True) > limit:
+        # past RUNS_RING_MAX_ROWS, where only the test asks for the ring (sm_86, sm_89, sm_120)
+        pytest.skip("the ring's two slots of this many rows pass this GPU's shared memory")
     dtype = _INT_BY_SIZE[itemsize]
     base = reference.random_array((shape[0] + 2, shape[1] + 5), dtype, rng)
     host = WORD_VIEWS[view](base, shape)
