@@ -346,10 +346,9 @@ def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
             continue
         indexes = ("int",) if rung.name in matmul_rungs.HOPPER_RUNGS else ("int", "long long")
         # gemv's instances are by how it reads B (its layouts), the others' by alignment
-        alignments = (matmul_rungs.GEMV_ANY, matmul_rungs.GEMV_ROWS, matmul_rungs.GEMV_COLUMNS) \
-            if rung.name == "gemv" else (False, True)
-        for index, aligned in itertools.product(indexes, alignments):
-            names.add(shape.instance(index, aligned))
+        layouts = (matmul_rungs.GEMV_ANY, matmul_rungs.GEMV_ROWS, matmul_rungs.GEMV_COLUMNS)
+        for index, aligned, layout in itertools.product(indexes, (False, True), layouts):
+            names.add(shape.instance(index, aligned, layout))
     assert names == set(rung.instances)
 
 

@@ -251,7 +251,7 @@ def _gemv_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: in
     C)."""
     compute, (tile_rows, tile_cols) = shape.compute, shape.tile
     batch = a_stack.shape[0]
-    instance = shape.instance("int", rungs.gemv_layout(b_stack))
+    instance = shape.instance("int", layout=rungs.gemv_layout(b_stack))
     m_blocks = ceil_div(M, tile_rows)
     if m_blocks <= MAX_GRID_YZ:  # (first matrix, matrices, first row, rows)
         per_launch = builtins.max(1, MAX_GRID_YZ // m_blocks)

@@ -99,15 +99,15 @@ class Shape:
     #: blockIdx.x, blockIdx.x + gridDim.x, ... (0: a block per tile)
     persistent_blocks: int = 0
 
-    def instance(self, index: str, aligned: bool | int) -> str:
-        """The kernel instance for an index type and the operands' alignment (gemv: how it
-        reads B, :func:`gemv_layout`)."""
+    def instance(self, index: str, aligned: bool = False, layout: int = 0) -> str:
+        """The kernel instance for an index type and the operands' alignment (the SIMT rungs
+        and mma), or for how gemv reads B (``layout``: GEMV_ANY, GEMV_ROWS or GEMV_COLUMNS,
+        :func:`gemv_layout`)."""
         if self.rung.name in HOPPER_RUNGS:  # one instance per type and tile width
             return hopper_instance(self.rung.name, self.compute, self.tile)
         if self.rung.name == "gemv":  # 32-bit loop indices, 64-bit offsets
-            return _gemv_instance(self.compute, self.tile[0], int(aligned))
-        return _INSTANCE[self.rung.name](self.compute, index,
-                                         bool(aligned) and self.aligned_flag)
+            return _gemv_instance(self.compute, self.tile[0], layout)
+        return _INSTANCE[self.rung.name](self.compute, index, aligned and self.aligned_flag)
 
 
 def compute_dtype(result: numpy.dtype, K: int, tensor_cores: bool) -> numpy.dtype:
@@ -265,7 +265,7 @@ GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS = 0, 1, 2
 def _gemv_instance(compute: numpy.dtype, rows: int, layout: int) -> str:
     threads, depth, blocks = GEMV_GEOMETRY[rows]
     return (f"matmul_gemv<{TENSOR_CORE_C_TYPES[compute]}, {threads}, {rows // 8}, {depth}, "
-            f"{blocks}, {int(layout)}>")
+            f"{blocks}, {layout}>")
 
 
 def gemv_layout(b_stack: Any) -> int:
@@ -668,8 +668,8 @@ def choose(p: Problem) -> Rung:
     tiles would compute rows of zeros; NOTES 147 compares the two on an H100, the one GPU
     measured) and mma for the rest. Over the shape suite (H100, float16, NOTES 95) that
     rule's geometric mean is 0.80 of cuBLAS held and 1.16 per call (wgmma alone: 0.75 and
-    1.13). Among the SIMT rungs, large_tile when its 256x128 tiles give every SM a block and cover M with at
-    most :data:`LARGE_TILE_MAX_PADDING` times the rows warp_tiled's 128x128 ones do, and
+    1.13). Among the SIMT rungs, large_tile when its 256x128 tiles give every SM a block and
+    cover M with at most :data:`LARGE_TILE_MAX_PADDING` times the rows warp_tiled's 128x128 ones do, and
     warp_tiled otherwise (H200: at 1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with
     32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73; a stack of 256
     products with M = 128 gave large_tile half a tile of zero rows each).
