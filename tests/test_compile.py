@@ -245,6 +245,39 @@ def test_transpose_runs_ring_by_capability_and_rows(capability):
             assert launch.shared_mem <= 99 * 1024
 
 
+@pytest.mark.parametrize("itemsize", [1, 2, 4])
+def test_transpose_narrow_interleaves_by_alignment(itemsize):
+    # The register path needs each plane (a row of the narrow side), each matrix and both arrays
+    # 16-byte aligned, and the other side one run; a single plane has no stride to align.
+    words = 16 // itemsize
+    long = 50 * words + 3  # rows that are not whole 16-byte words
+
+    def problem(rows, cols, strides, out_strides, in_address=0, batch=1):
+        return transpose_rungs.Problem(itemsize, batch, rows, cols, strides, out_strides,
+                                       in_address, 0, 90, "int")
+
+    interleaves = transpose_rungs.narrow_interleaves
+    for narrow in range(1, transpose_rungs.INTERLEAVE_MAX + 1):
+        pitch = long + words - long % words  # rows padded to whole words
+        assert interleaves(problem(narrow, long, (narrow * pitch, pitch, 1),
+                                   (narrow * long, narrow)))
+        assert interleaves(problem(narrow, long, (narrow * long, long, 1),
+                                   (narrow * long, narrow))) == (narrow == 1)
+        assert not interleaves(problem(narrow, long, (narrow * pitch, pitch, 1),
+                                       (narrow * long, narrow), in_address=itemsize))
+        # the output's planes: one run in, rows of the narrow side out
+        assert interleaves(problem(long, narrow, (long * narrow, narrow, 1),
+                                   (narrow * pitch, pitch)))
+        assert interleaves(problem(long, narrow, (long * narrow, narrow, 1),
+                                   (narrow * long, long))) == (narrow == 1)
+        # a stack: every matrix aligned too, whatever the number of planes
+        assert not interleaves(problem(narrow, long, (narrow * pitch + 1, pitch, 1),
+                                       (narrow * long, narrow), batch=3))
+    many = transpose_rungs.INTERLEAVE_MAX + 1
+    pitch = long + words - long % words
+    assert not interleaves(problem(many, long, (many * pitch, pitch, 1), (many * long, many)))
+
+
 def test_transpose_narrow_tiles_fit_every_target():
     """The narrow rung's tile (dynamic shared memory, no static) stays within the 64 KiB a
     block may opt in to on sm_75, the smallest of the targets, for every item size and every

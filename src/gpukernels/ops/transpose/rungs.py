@@ -361,7 +361,8 @@ def narrow_interleaves(p: Problem) -> bool:
     """Whether the narrow rung permutes this problem in registers (its INTERLEAVE instances): at
     most INTERLEAVE_MAX rows or columns of 1-, 2- or 4-byte items, the input's rows contiguous,
     the narrow side's rows one run (narrow rows: the output's rows adjacent; narrow columns: the
-    input's), and every row of the long side, every matrix and both arrays 16-byte aligned."""
+    input's), and every row of the long side (where there are two or more), every matrix and both
+    arrays 16-byte aligned."""
     if p.itemsize not in INTERLEAVE_ITEMSIZES or min(p.rows, p.cols) > INTERLEAVE_MAX \
             or not p.unit_columns:
         return False
@@ -371,7 +372,9 @@ def narrow_interleaves(p: Problem) -> bool:
         run, plane = out_row == p.rows, row_stride
     else:  # the input one run, the output's rows the planes
         run, plane = row_stride == p.cols, out_row
-    strides = [plane] + ([batch_stride, out_batch] if p.batch > 1 else [])
+    # (one plane has no stride to align: a single row of any length)
+    strides = ([plane] if min(p.rows, p.cols) > 1 else []) \
+        + ([batch_stride, out_batch] if p.batch > 1 else [])
     return run and all(stride * p.itemsize % 16 == 0 for stride in strides) \
         and p.in_address % 16 == 0 and p.out_address % 16 == 0
 
@@ -558,7 +561,8 @@ LADDER = Ladder("transpose", (
     Rung("narrow", f"matrices of at most {NARROW_MAX} rows or columns ({NARROW_MAX_8_BYTE} "
                    f"of 8 bytes, {NARROW_MAX_WIDE} of 16; channels-first <-> "
                    "channels-last images): a tile of the whole narrow side through shared memory, "
-                   "both walks coalesced",
+                   f"both walks coalesced; up to {INTERLEAVE_MAX} 16-byte aligned rows interleaved "
+                   "in registers",
          SOURCE, "transpose_narrow",
          _groups(SOURCE, "narrow", _narrow_instances),
          plan_narrow, Needs(layout=f"at most {NARROW_MAX} rows or columns "
