@@ -384,3 +384,59 @@ def test_threads_on_two_gpus_at_once(cold_kernel_cache, rng):
     # One module per group and device, however many threads asked for it at once.
     for group in set(cold_kernel_cache):
         assert cold_kernel_cache.count(group) == 2, group
+
+
+def _new_result_cases():
+    """(label, call on the GPU arrays, host inputs, NumPy's result) of the calls whose result is
+    built around its memory after the launch (KernelCall.into_new); exact results."""
+    def data(shape, dtype, rng):
+        return reference.random_array(shape, dtype, rng, integer_valued=True)
+
+    yield "transpose", lambda x: gk.transpose(x), (lambda rng: (data((300, 257), numpy.float32,
+                                                                     rng),)), numpy.transpose
+    yield "transpose runs", lambda x: gk.transpose(x), (lambda rng: (data((255, 3001), numpy.int16,
+                                                                          rng),)), numpy.transpose
+    yield ("permute_dims", lambda x: gk.permute_dims(x, (2, 0, 3, 1)),
+           (lambda rng: (data((5, 33, 7, 65), numpy.float32, rng),)),
+           lambda x: numpy.transpose(x, (2, 0, 3, 1)))
+    yield ("matmul float32", gk.matmul, (lambda rng: (data((65, 33), numpy.float32, rng),
+                                                      data((33, 47), numpy.float32, rng))),
+           numpy.matmul)
+    if gk.gpu_available() and _device.compute_capability() >= 80:  # gemv: mma instructions
+        yield ("matmul gemv float16", lambda a, b: gk.matmul(a, b, method="gemv"),
+               (lambda rng: (data((3, 256), numpy.float16, rng),
+                             data((256, 384), numpy.float16, rng))),
+               lambda a, b: numpy.matmul(a.astype(numpy.float32), b).astype(numpy.float16))
+    yield ("cumsum", gk.cumsum, (lambda rng: (data((100_003,), numpy.float32, rng),)),
+           lambda x: numpy.cumsum(x, dtype=numpy.float64).astype(numpy.float32))
+
+
+NEW_RESULT_CASES = list(_new_result_cases())
+
+
+@pytest.mark.parametrize(("label", "call", "inputs", "want"), NEW_RESULT_CASES,
+                         ids=[case[0] for case in NEW_RESULT_CASES])
+def test_a_new_result_is_written_whole_in_a_block_the_pool_had_poisoned(label, call, inputs,
+                                                                        want, rng, monkeypatch):
+    """These calls take the result's memory from the pool before the launch and build the
+    array after it: every element is written even where the pool hands back a block that held
+    other data, and the call goes that way."""
+    host = inputs(rng)
+    arrays = [cupy.asarray(h) for h in host]
+    expected = want(*host)
+    built = []
+    into_new = _launch.KernelCall.into_new
+
+    def counted(self, *args):
+        built.append(self)
+        return into_new(self, *args)
+
+    monkeypatch.setattr(_launch.KernelCall, "into_new", counted)
+    nbytes = call(*arrays).nbytes  # planned; its block goes back to the pool
+    for _ in range(3):
+        block = cupy.full(nbytes, 0xFF, cupy.uint8)  # NaN, or -1, in every element
+        del block  # back to the pool, poisoned: the next block of this size
+        got = call(*arrays)
+        numpy.testing.assert_array_equal(got.get(), expected)
+        assert got.flags.c_contiguous and got.dtype == expected.dtype
+    assert len(built) == 4, label

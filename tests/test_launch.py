@@ -79,6 +79,37 @@ def test_arrays_scalars_and_stream_arrays_reach_the_parameter_block(driver):
     assert per_stream_calls == [0, 0x50]  # looked up again only when the stream changed
 
 
+def test_into_new_launches_into_new_memory_and_builds_the_array_after(driver, monkeypatch):
+    # The result's memory comes from the allocator before the launch, in the slot after the
+    # inputs; the array around it is built once the launch is made.
+    events = []
+    memory = SimpleNamespace(ptr=0xE000)
+
+    def alloc(nbytes):
+        events.append(("alloc", nbytes))
+        return memory
+
+    def ndarray(shape, dtype, memptr=None):
+        events.append(("ndarray", shape, dtype, memptr))
+        return SimpleNamespace(shape=shape, dtype=dtype, data=memptr)
+
+    def launch_kernel(*args):
+        events.append(("launch",))
+        record(*args)
+
+    record = _launch._launch_kernel
+    monkeypatch.setattr(_launch, "_launch_kernel", launch_kernel)
+    monkeypatch.setattr(_launch, "_alloc", alloc)
+    monkeypatch.setattr(_launch._device, "cupy", SimpleNamespace(ndarray=ndarray))
+    args = (_launch.Array(0), _launch.Array(1), numpy.int32(5))
+    driver.args[0] = args
+    call = _launch.KernelCall(FakeSource(), "fake<int>", (1, 1, 1), (32, 1, 1), args)
+    result = call.into_new((3, 5), numpy.float32, 60, fake_array(0xA0))
+    assert events == [("alloc", 60), ("launch",), ("ndarray", (3, 5), numpy.float32, memory)]
+    assert driver.launched[0][5] == [0xA0, 0xE000, 5]
+    assert result.data is memory and result.shape == (3, 5)
+
+
 def test_stream_arrays_are_required_when_named():
     with pytest.raises(TypeError, match="stream_arrays"):
         _launch.KernelCall(FakeSource(), "fake<int>", (1, 1, 1), (32, 1, 1),

@@ -148,7 +148,7 @@ class _Plan:
     """The launches of one matmul layout (see :func:`_plan`)."""
 
     __slots__ = ("out_shape", "dtype", "compute", "a", "b", "in_place", "launches", "wgmma",
-                 "zero")
+                 "zero", "single", "nbytes")
     out_shape: tuple[int, ...]
     dtype: numpy.dtype
     compute: numpy.dtype  # what the kernels write: the result dtype, or a wider one to narrow
@@ -158,6 +158,10 @@ class _Plan:
     launches: list  # (KernelCall, byte offsets of A, B and C or None)
     wgmma: _Wgmma | None
     zero: bool  # K = 0: the result is zeros
+    # One launch from the operands as they are into the result (gemv, most SIMT products),
+    # called directly by a call without out=; the result's bytes
+    single: Any
+    nbytes: int
 
     def __call__(self, a: Any, b: Any, result: Any) -> None:
         c = result if self.in_place else _device.cupy.empty(result.shape, self.compute)
@@ -435,7 +439,8 @@ def _plan(a: Any, b: Any, rung: rungs.Rung | None, precision: str, c_address: in
     plan = _Plan()
     plan.out_shape, plan.dtype, plan.compute = out_shape, dtype, compute
     plan.in_place = dtype == compute or (dtype.kind in "iu" and dtype.itemsize == compute.itemsize)
-    plan.launches, plan.wgmma, plan.zero = [], None, False
+    plan.launches, plan.wgmma, plan.zero, plan.single = [], None, False, None
+    plan.nbytes = math.prod(out_shape) * dtype.itemsize
     plan.a = plan.b = lambda x: x
     if math.prod(out_shape) == 0:
         return plan
@@ -452,6 +457,9 @@ def _plan(a: Any, b: Any, rung: rungs.Rung | None, precision: str, c_address: in
         plan.wgmma = _Wgmma(shape, a_stack, b_stack, M, N, K, batch, plan.a, plan.b)
     else:
         plan.launches = _simt_launches(shape, a_stack, b_stack, M, N, K, c_aligned)
+    if len(plan.launches) == 1 and not plan.launches[0][1] and plan.in_place \
+            and plan.a.as_is and plan.b.as_is:
+        plan.single = plan.launches[0][0]
     return plan
 
 
@@ -549,6 +557,10 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
 
 
 def _run(plan: _Plan, a: Any, b: Any, out: Any, direct: bool) -> Any:
+    if plan.single is not None and out is None:
+        # 2. Allocate and 3. launch: one kernel into a new array (built around its memory
+        # after the launch).
+        return plan.single.into_new(plan.out_shape, plan.dtype, plan.nbytes, a, b)
     # 2. Allocate: the kernels write a C-contiguous (batch, M, N) stack of the compute dtype,
     # straight into the result when it has that layout (an integer result as its unsigned view).
     # (cupy.ndarray is cupy.empty without its Python frame, 0.7 us a call)

@@ -89,7 +89,7 @@ class _Plan:
     """The launch of one permutation of one layout: a kernel call, a batched matrix transpose
     (the transpose ladder's launches on a strided view), or nothing (an empty result)."""
 
-    __slots__ = ("out_shape", "call", "view", "copy_input")
+    __slots__ = ("out_shape", "call", "view", "copy_input", "single")
 
     def __init__(self, out_shape: tuple, call: Any = None, view: Any = None,
                  copy_input: bool = False) -> None:
@@ -99,6 +99,9 @@ class _Plan:
         # that takes several launches (more than 65535 matrices)
         self.view = view
         self.copy_input = copy_input  # strides that are not whole elements: a contiguous copy
+        # One launch from the input's data into a non-empty result (most permutations)
+        self.single = call if call is not None and not copy_input \
+            and all(out_shape) else None
 
     def __call__(self, x: Any, result: Any) -> None:
         if self.copy_input:
@@ -252,6 +255,10 @@ def permute_dims(x: Any, axes: Any = None, *, method: str = "auto", out: Any = N
 
 
 def _run(plan: _Plan, x: Any, out: Any, direct: bool) -> Any:
+    if plan.single is not None and not direct:
+        # 2. Allocate and 3. launch: one kernel into a new array of the input's bytes (the
+        # array is built around its memory after the launch).
+        return plan.single.into_new(plan.out_shape, x.dtype, x.nbytes, x)
     # 2. Allocate (cupy.ndarray is cupy.empty without its Python frame, 0.7 us a call).
     result = out if direct else _device.cupy.ndarray(plan.out_shape, x.dtype)
     # 3. Launch.

@@ -51,7 +51,8 @@ def _kernel_dtypes(x_dtype: numpy.dtype, result: numpy.dtype) -> tuple[numpy.dty
 class _Plan:
     """The launches of one scan of one layout, ready to replay."""
 
-    __slots__ = ("out_shape", "result_dtype", "read", "written", "contiguous", "calls", "buffers")
+    __slots__ = ("out_shape", "result_dtype", "read", "written", "contiguous", "calls", "buffers",
+                 "single", "nbytes")
 
     def __init__(self, out_shape: tuple, result_dtype: numpy.dtype, read: numpy.dtype,
                  written: numpy.dtype, contiguous: bool) -> None:
@@ -60,6 +61,10 @@ class _Plan:
         self.contiguous = contiguous  # the input needs no copy before the kernels read it
         self.calls: list[KernelCall] = []
         self.buffers: list[tuple] = []
+        # One launch from the input as it is into a new result of the result dtype (the
+        # single-pass rungs on contiguous input), called directly; the result's bytes
+        self.single: KernelCall | None = None
+        self.nbytes = math.prod(out_shape) * written.itemsize
 
     @property
     def direct(self) -> bool:
@@ -120,6 +125,9 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, method: str) -> _Plan:
         stream_arrays = functools.partial(rungs.scratch, step.scratch) if step.scratch else None
         plan.calls.append(step.launch.call(args, chosen.name, stream_arrays))
     plan.buffers = list(planned.buffers)
+    if len(plan.calls) == 1 and not plan.buffers and plan.contiguous and read == x.dtype \
+            and plan.direct:
+        plan.single = plan.calls[0]
     return plan
 
 
@@ -162,6 +170,10 @@ def _plan_out_check(operation: str, x: Any, axis: Any, dtype: Any, out: Any) -> 
 
 
 def _run(plan: _Plan, x: Any, out: Any, direct: bool) -> Any:
+    if plan.single is not None and out is None:
+        # 2. Allocate and 3. launch: one kernel into a new array (built around its memory
+        # after the launch).
+        return plan.single.into_new(plan.out_shape, plan.written, plan.nbytes, x)
     cupy = _device.cupy
     # 2. Allocate (cupy.ndarray is cupy.empty without its Python frame, 0.7 us a call).
     result = out if direct else cupy.ndarray(plan.out_shape, plan.written)
