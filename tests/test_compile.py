@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -146,7 +147,8 @@ def _transpose_problems():
     """Problems covering every branch of the transpose plans: item sizes, aligned and odd
     shapes, strided columns, unaligned addresses, both index types, every capability."""
     shapes = [(64, 64), (8192, 8192), (8191, 8193), (33, 65), (4096, 4100), (48, 96), (1, 1),
-              (4, 4096), (4096, 4), (255, 4097), (1, 4096), (2, 4096), (3, 4096), (4096, 3)]
+              (4, 4096), (4096, 4), (255, 4097), (1, 4096), (2, 4096), (3, 4096), (4096, 3),
+              (5, 4096), (4096, 6), (7, 4096), (8, 4096)]
     for itemsize, index, capability in itertools.product(transpose_rungs.CARRIERS, ("int", "long long"),
                                                          (75, 80, 90)):
         for (rows, cols), col_stride, in_address, out_address in itertools.product(
@@ -276,6 +278,20 @@ def test_transpose_narrow_interleaves_by_alignment(itemsize):
     many = transpose_rungs.INTERLEAVE_MAX + 1
     pitch = long + words - long % words
     assert not interleaves(problem(many, long, (many * pitch, pitch, 1), (many * long, many)))
+
+
+def test_transpose_narrow_interleave_geometry_matches_the_kernel():
+    # The host sizes the register path's grid for the groups a thread takes; the kernel's macros
+    # say how many (two, one from GK_NARROW_STAGED_RUN planes) and must agree with it.
+    source = (Path(__file__).resolve().parent.parent / "kernels" / "transpose" /
+              "transpose.cu").read_text()
+    macros = dict(re.findall(r"^#define (GK_NARROW_\w+) (\d+)", source, re.MULTILINE))
+    assert int(macros["GK_NARROW_UNROLL"]) == transpose_rungs.INTERLEAVE_UNROLL
+    assert int(macros["GK_NARROW_STAGED_RUN"]) == transpose_rungs.INTERLEAVE_STAGED_RUN
+    assert f"N <= {transpose_rungs.INTERLEAVE_MAX}" in source
+    for narrow in range(1, transpose_rungs.INTERLEAVE_MAX + 1):
+        want = 1 if narrow >= transpose_rungs.INTERLEAVE_STAGED_RUN else 2
+        assert transpose_rungs.interleave_unroll(narrow) == want
 
 
 def test_transpose_narrow_tiles_fit_every_target():

@@ -254,11 +254,12 @@ transpose_vector(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // and uint8 images to channels-last 0.35 per call (0.31 without), float16 unchanged (item 80), so
 // what holds the small types is likely the shared-memory traffic, one element per access. With 17
 // to 128 rows about the same (items 81 and 83), where vector's tiles fall to 0.1-0.55 unless N rows
-// fill whole 32-byte sectors. INTERLEAVE (below) moves 1 to 4 rows or columns of 1-, 2- and 4-byte
+// fill whole 32-byte sectors. INTERLEAVE (below) moves 1 to 8 rows or columns of 1-, 2- and 4-byte
 // items in 16-byte words permuted in registers where the layout is 16-byte aligned: uint8 images
-// to channels-last 0.25 -> 0.70-0.88 per call of a copy, and back 0.29 -> 0.68-0.93, float16
+// to channels-last 0.25 -> 0.70-0.90 per call of a copy, and back 0.29 -> 0.68-0.97, float16
 // 0.57 -> 0.87, float32 0.81-0.82 -> 0.86-0.94, int16 stereo audio to planes and back 0.56-0.58
-// -> 0.93-0.97 (item 166).
+// -> 0.93-0.97 (item 166); 5 to 8 channels (uint8, float16, float32 images, int16 audio of 8)
+// 0.37-0.81 -> 0.93-0.97 to channels-last and 0.42-0.56 -> 0.89-0.95 back (item 169).
 // ---------------------------------------------------------------------------------------------
 // Elements of the long side in a tile of the narrow rung: TILE / n rounded down to a multiple of
 // 32, at least 32. The host's plan uses the same formula (ops/transpose/rungs.py).
@@ -303,25 +304,37 @@ union gk_narrow_word {
     T elem[W];
 };
 
-// INTERLEAVE = N (1 to 4 rows or columns of 1-, 2- or 4-byte items, 16-byte aligned layouts the
-// host has checked: ops/transpose/rungs.py, narrow_interleaves): no shared memory. One side is N
-// planes of the long side (the input's rows with narrow rows, the output's with narrow columns),
-// the other one run of the long side's N-element rows. A thread takes V = 16 / sizeof(T) elements
-// of the long side, one 16-byte word of each plane and N 16-byte words of the run, and permutes
-// them in registers; each thread does UNROLL such groups, their loads issued together. The staged
-// path below moves one element per shared-memory access, which held uint8 images at 0.35-0.48 of
-// a copy (item 80). The host sizes the grid for GK_NARROW_UNROLL groups a thread
-// (rungs.INTERLEAVE_UNROLL); the grid-stride loop covers the long side whatever the grid.
+// INTERLEAVE = N (1 to 8 rows or columns of 1-, 2- or 4-byte items, 16-byte aligned layouts the
+// host has checked: ops/transpose/rungs.py, narrow_interleaves): one side is N planes of the long
+// side (the input's rows with narrow rows, the output's with narrow columns), the other one run
+// of the long side's N-element rows. A thread takes V = 16 / sizeof(T) elements of the long side,
+// one 16-byte word of each plane and N 16-byte words of the run, and permutes them in registers;
+// each thread does UNROLL such groups, their loads issued together. The staged path below moves
+// one element per shared-memory access, which held uint8 images at 0.35-0.48 of a copy (item 80).
+// A lane's N run words lie N * 16 bytes apart from the next lane's, so from N = 5 a store of one
+// word a lane would touch 32 lines: with planes in, the run goes out through a slice of shared
+// memory a warp (one padding word every 8, so the lanes' 16-byte writes meet no bank twice at
+// N = 8), each store then 512 contiguous bytes. (Loads of the run the other way round, which the
+// L1 keeps, need nothing.) From N = 5 a thread takes one group at a time: 76-126 registers where
+// two took 114-195 (sm_90), and 1-3% faster. The host sizes the grid for GK_NARROW_UNROLL groups a
+// thread, one from GK_NARROW_STAGED_RUN planes (rungs.interleave_unroll); the warp-uniform
+// grid-stride loop covers the long side whatever the grid.
 #define GK_NARROW_UNROLL 2
+#define GK_NARROW_STAGED_RUN 5  // from this many planes: the run through shared memory, one group
 template <typename T, typename Index, int N, int THREADS, int UNROLL>
 __device__ __forceinline__ void gk_narrow_interleave(const T* __restrict__ in, T* __restrict__ out,
                                                      Index rows, Index cols,
                                                      Index in_batch_stride, Index in_row_stride,
                                                      Index in_col_stride, Index out_batch_stride,
                                                      Index out_row_stride) {
-    static_assert(N >= 1 && N <= 4, "1 to 4 planes");
+    static_assert(N >= 1 && N <= 8, "1 to 8 planes");
     static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "1-, 2- or 4-byte items");
+    static_assert(THREADS % 32 == 0, "whole warps");
     constexpr int V = 16 / (int)sizeof(T);  // elements of the long side a group takes
+    constexpr bool STAGED = N >= GK_NARROW_STAGED_RUN;
+    // A warp's run words w = lane * N + c at slot w + w / 8 (STAGED only).
+    constexpr int SLICE = STAGED ? 32 * N + 4 * N : 1;
+    __shared__ uint4 gk_narrow_slices[STAGED ? THREADS / 32 : 1][SLICE];
     union Word {
         uint4 bits;
         T elem[V];
@@ -336,8 +349,12 @@ __device__ __forceinline__ void gk_narrow_interleave(const T* __restrict__ in, T
     T* const out_plane = out;
     const Index plane_stride = narrow_rows ? in_row_stride : out_row_stride;
     const Index groups = length / V;  // whole groups; the rest element by element
+    const int lane = (int)threadIdx.x % 32;
     const Index step = (Index)gridDim.x * THREADS * UNROLL;
-    for (Index g0 = (Index)blockIdx.x * THREADS * UNROLL + threadIdx.x; g0 < groups; g0 += step) {
+    // Lane t's group is the warp's first plus t: every lane of a warp takes the same turns.
+    for (Index w0 = (Index)blockIdx.x * THREADS * UNROLL + (threadIdx.x - lane); w0 < groups;
+         w0 += step) {
+        const Index g0 = w0 + lane;
         Word plane[UNROLL][N], run[UNROLL][N];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
@@ -367,6 +384,29 @@ __device__ __forceinline__ void gk_narrow_interleave(const T* __restrict__ in, T
                         plane[u][k % N].elem[k / N] = run[u][k / V].elem[k % V];
                     }
                 }
+            }
+            if (STAGED && narrow_rows) {  // the warp's run words, 32 a store, in order
+                uint4* const slice = gk_narrow_slices[STAGED ? threadIdx.x / 32 : 0];
+                const Index first = w0 + (Index)u * THREADS;  // the warp's first group
+                const Index left = groups - first;  // groups of the warp that exist, if < 32
+                const int words = (left < 32 ? (int)(left > 0 ? left : 0) : 32) * N;
+                if (g < groups) {
+#pragma unroll
+                    for (int c = 0; c < N; ++c) {
+                        const int w = lane * N + c;
+                        slice[w + w / 8] = run[u][c].bits;
+                    }
+                }
+                __syncwarp();
+#pragma unroll
+                for (int c = 0; c < N; ++c) {
+                    const int w = c * 32 + lane;
+                    if (w < words) {
+                        *reinterpret_cast<uint4*>(out + (first * N + w) * V) = slice[w + w / 8];
+                    }
+                }
+                __syncwarp();  // the slice is read before the next group's words land
+            } else if (g < groups) {
 #pragma unroll
                 for (int c = 0; c < N; ++c) {
                     if (narrow_rows) {
@@ -402,7 +442,8 @@ transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
     static_assert(TILE % 32 == 0 && TILE >= 32, "a tile of whole warps' worth of elements");
     static_assert(!WORDS || sizeof(T) <= 2, "words of several 1- or 2-byte elements");
     if constexpr (INTERLEAVE > 0) {
-        gk_narrow_interleave<T, Index, INTERLEAVE, THREADS, GK_NARROW_UNROLL>(
+        gk_narrow_interleave<T, Index, INTERLEAVE, THREADS,
+                             INTERLEAVE >= GK_NARROW_STAGED_RUN ? 1 : GK_NARROW_UNROLL>(
             in, out, rows, cols, in_batch_stride, in_row_stride, in_col_stride, out_batch_stride,
             out_row_stride);
         return;

@@ -341,20 +341,34 @@ def _narrow_instance(itemsize: int, index: str, words: bool = False, interleave:
 
 #: The narrow rung moves 1 to INTERLEAVE_MAX rows or columns of 1-, 2- and 4-byte items in
 #: registers, a 16-byte word of each row of the narrow side at a time, where such words line up
-#: with the layout (:func:`narrow_interleaves`): channels-first <-> channels-last images of 3 or 4
-#: channels, interleaved audio of 2. INTERLEAVE_UNROLL groups of words a thread (the kernel's
-#: GK_NARROW_UNROLL; the grid is sized for it, and the kernel's grid-stride loop covers the long
-#: side whatever the grid), NARROW_THREADS threads a block.
-INTERLEAVE_MAX = 4
+#: with the layout (:func:`narrow_interleaves`): channels-first <-> channels-last images of 3 to
+#: 8 channels, interleaved audio of 2 to 8. INTERLEAVE_UNROLL groups of words a thread, one from
+#: INTERLEAVE_STAGED_RUN rows or columns (the kernel's GK_NARROW_UNROLL and GK_NARROW_STAGED_RUN,
+#: from which the run also goes out through shared memory; :func:`interleave_unroll`),
+#: NARROW_THREADS threads a block. The grid is sized for them, and the kernel's grid-stride loop
+#: covers the long side whatever the grid.
+INTERLEAVE_MAX = 8
 INTERLEAVE_ITEMSIZES = (1, 2, 4)
 INTERLEAVE_UNROLL = 2
+INTERLEAVE_STAGED_RUN = 5
+
+
+def interleave_unroll(narrow: int) -> int:
+    """Groups of 16-byte words a thread of the INTERLEAVE instance for ``narrow`` rows or columns
+    takes at a time."""
+    return 1 if narrow >= INTERLEAVE_STAGED_RUN else INTERLEAVE_UNROLL
 
 
 def _narrow_instances(index: str) -> list[str]:
     return [_narrow_instance(size, index) for size in CARRIERS] + [
-        _narrow_instance(size, index, True) for size in NARROW_WORD_ITEMSIZES] + [
-        _narrow_instance(size, index, interleave=narrow) for size in INTERLEAVE_ITEMSIZES
-        for narrow in range(1, INTERLEAVE_MAX + 1)]
+        _narrow_instance(size, index, True) for size in NARROW_WORD_ITEMSIZES]
+
+
+def _interleave_instances(index: str) -> list[str]:
+    """The register path's instances: a group of their own, so that a cold import compiles them
+    beside the staged ones (together they took 3.7 s of NVRTC on one core)."""
+    return [_narrow_instance(size, index, interleave=narrow) for size in INTERLEAVE_ITEMSIZES
+            for narrow in range(1, INTERLEAVE_MAX + 1)]
 
 
 def narrow_interleaves(p: Problem) -> bool:
@@ -408,7 +422,8 @@ def narrow_max(itemsize: int) -> int:
 def plan_narrow(p: Problem) -> Launch:
     """A block per tile of the whole narrow side by narrow_length elements of the long side (a
     grid-stride loop past 2^31 - 1 tiles), the staged rows padded by up to 31 elements; or,
-    where :func:`narrow_interleaves`, a thread per INTERLEAVE_UNROLL groups of 16-byte words."""
+    where :func:`narrow_interleaves`, a thread per :func:`interleave_unroll` groups of 16-byte
+    words."""
     narrow, long = sorted((p.rows, p.cols))  # the kernel's rule: rows narrow when rows <= cols
     if narrow > narrow_max(p.itemsize):
         raise ValueError(f"the transpose rung 'narrow' takes matrices with at most "
@@ -416,7 +431,7 @@ def plan_narrow(p: Problem) -> Launch:
                          f"these are {p.rows} x {p.cols}: use 'auto'")
     if narrow_interleaves(p):  # in registers: UNROLL groups of 16-byte words a thread
         groups = long // (16 // p.itemsize)
-        blocks = max(1, ceil_div(groups, NARROW_THREADS * INTERLEAVE_UNROLL))
+        blocks = max(1, ceil_div(groups, NARROW_THREADS * interleave_unroll(narrow)))
         return Launch(SOURCE, _narrow_instance(p.itemsize, p.index, interleave=narrow),
                       (min(blocks, MAX_GRID_X), 1, p.batch), (NARROW_THREADS, 1, 1))
     length = narrow_length(p.itemsize, narrow)
@@ -564,7 +579,8 @@ LADDER = Ladder("transpose", (
                    f"both walks coalesced; up to {INTERLEAVE_MAX} 16-byte aligned rows interleaved "
                    "in registers",
          SOURCE, "transpose_narrow",
-         _groups(SOURCE, "narrow", _narrow_instances),
+         _groups(SOURCE, "narrow", _narrow_instances)
+         + _groups(SOURCE, "narrow registers", _interleave_instances),
          plan_narrow, Needs(layout=f"at most {NARROW_MAX} rows or columns "
                                   f"({NARROW_MAX_8_BYTE} of 8 bytes, {NARROW_MAX_WIDE} of 16)")),
     Rung("runs", f"up to {RUNS_MAX} rows whose ends are not whole words: a tile of all rows "
