@@ -387,27 +387,30 @@ def test_threads_on_two_gpus_at_once(cold_kernel_cache, rng):
 
 
 def _new_result_cases():
-    """(label, call on the GPU arrays, host inputs, NumPy's result) of the calls whose result is
-    built around its memory after the launch (KernelCall.into_new); exact results."""
+    """(label, call on the GPU arrays with an optional out=, host inputs, NumPy's result) of the
+    calls whose result is built around its memory after the launch (KernelCall.into_new); exact
+    results."""
     def data(shape, dtype, rng):
         return reference.random_array(shape, dtype, rng, integer_valued=True)
 
-    yield "transpose", lambda x: gk.transpose(x), (lambda rng: (data((300, 257), numpy.float32,
-                                                                     rng),)), numpy.transpose
-    yield "transpose runs", lambda x: gk.transpose(x), (lambda rng: (data((255, 3001), numpy.int16,
-                                                                          rng),)), numpy.transpose
-    yield ("permute_dims", lambda x: gk.permute_dims(x, (2, 0, 3, 1)),
+    yield ("transpose", lambda x, out=None: gk.transpose(x, out=out),
+           (lambda rng: (data((300, 257), numpy.float32, rng),)), numpy.transpose)
+    yield ("transpose runs", lambda x, out=None: gk.transpose(x, out=out),
+           (lambda rng: (data((255, 3001), numpy.int16, rng),)), numpy.transpose)
+    yield ("permute_dims", lambda x, out=None: gk.permute_dims(x, (2, 0, 3, 1), out=out),
            (lambda rng: (data((5, 33, 7, 65), numpy.float32, rng),)),
            lambda x: numpy.transpose(x, (2, 0, 3, 1)))
-    yield ("matmul float32", gk.matmul, (lambda rng: (data((65, 33), numpy.float32, rng),
-                                                      data((33, 47), numpy.float32, rng))),
+    yield ("matmul float32", lambda a, b, out=None: gk.matmul(a, b, out=out),
+           (lambda rng: (data((65, 33), numpy.float32, rng), data((33, 47), numpy.float32, rng))),
            numpy.matmul)
     if gk.gpu_available() and _device.compute_capability() >= 80:  # gemv: mma instructions
-        yield ("matmul gemv float16", lambda a, b: gk.matmul(a, b, method="gemv"),
+        yield ("matmul gemv float16", lambda a, b, out=None: gk.matmul(a, b, method="gemv",
+                                                                       out=out),
                (lambda rng: (data((3, 256), numpy.float16, rng),
                              data((256, 384), numpy.float16, rng))),
                lambda a, b: numpy.matmul(a.astype(numpy.float32), b).astype(numpy.float16))
-    yield ("cumsum", gk.cumsum, (lambda rng: (data((100_003,), numpy.float32, rng),)),
+    yield ("cumsum", lambda x, out=None: gk.cumsum(x, out=out),
+           (lambda rng: (data((100_003,), numpy.float32, rng),)),
            lambda x: numpy.cumsum(x, dtype=numpy.float64).astype(numpy.float32))
 
 
@@ -420,7 +423,8 @@ def test_a_new_result_is_written_whole_in_a_block_the_pool_had_poisoned(label, c
                                                                         want, rng, monkeypatch):
     """These calls take the result's memory from the pool before the launch and build the
     array after it: every element is written even where the pool hands back a block that held
-    other data, and the call goes that way."""
+    other data, and the call goes that way. Given an out= the kernel cannot write in place (a
+    strided view), the same call fills out and returns it."""
     host = inputs(rng)
     arrays = [cupy.asarray(h) for h in host]
     expected = want(*host)
@@ -439,4 +443,9 @@ def test_a_new_result_is_written_whole_in_a_block_the_pool_had_poisoned(label, c
         got = call(*arrays)
         numpy.testing.assert_array_equal(got.get(), expected)
         assert got.flags.c_contiguous and got.dtype == expected.dtype
+    holder = cupy.zeros(expected.shape[:-1] + (2 * expected.shape[-1],), expected.dtype)
+    view = holder[..., ::2]
+    assert call(*arrays, out=view) is view
+    numpy.testing.assert_array_equal(view.get(), expected)
+    assert not holder[..., 1::2].any()  # nothing written between the view's elements
     assert len(built) == 4, label

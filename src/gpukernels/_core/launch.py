@@ -428,7 +428,6 @@ class KernelCall:
         finally:
             lock.release()
 
-
     def into_new(self, shape: tuple, dtype: Any, nbytes: int, *inputs: Any) -> Any:
         """Launch with ``inputs`` and, in the next array slot, a new C-contiguous array of
         ``shape`` and ``dtype`` (``nbytes`` bytes), and return that array.
@@ -436,7 +435,7 @@ class KernelCall:
         The memory is taken from CuPy's allocator before the launch and the array built around
         it after: a call's kernel reaches the GPU sooner by the ndarray's construction (2.5-2.9
         us of the 3.8-4.0 that ``cupy.ndarray(shape, dtype)`` takes on an H100 host, where the
-        allocator's part is 1.2-1.6; benchmarks/NOTES.md, item 167).
+        allocator's part is 1.2-1.6; benchmarks/NOTES.md, item 168).
         """
         cupy = _device.cupy
         if self._function is None:  # a test's stand-in: CuPy's call takes arrays

@@ -255,7 +255,7 @@ def permute_dims(x: Any, axes: Any = None, *, method: str = "auto", out: Any = N
 
 
 def _run(plan: _Plan, x: Any, out: Any, direct: bool) -> Any:
-    if plan.single is not None and not direct:
+    if plan.single is not None and out is None:
         # 2. Allocate and 3. launch: one kernel into a new array of the input's bytes (the
         # array is built around its memory after the launch).
         return plan.single.into_new(plan.out_shape, x.dtype, x.nbytes, x)
