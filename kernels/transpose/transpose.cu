@@ -606,8 +606,9 @@ transpose_narrow(const T* __restrict__ in, T* __restrict__ out, Index rows, Inde
 // uint8 0.89, float16 0.87, float32 0.86 (what auto took before runs, words_async, words and
 // vector: 0.68, 0.76, 0.66); with the ring 25-161 rows 5-100% faster than without: 127 rows
 // uint8 0.87 (0.73 without, narrow 0.34), float16 0.84 (0.72, words 0.71), 65 rows float32 0.80
-// (0.71, narrow 0.73); permute_dims of (255, 513, 511) float16 to (1, 2, 0) 0.82 per call, 0.87
-// held in the latest run (0.76-0.79 per call in earlier ones; words 0.74 and 0.81).
+// (0.71, narrow 0.73); permute_dims of (255, 513, 511) float16 to (1, 2, 0) 0.83-0.89 per call,
+// 0.86-0.88 held since results are built after their launch (item 168; 0.76-0.82 per call
+// before; words 0.74 and 0.81).
 // ---------------------------------------------------------------------------------------------
 // The W elements of a row segment from `start` (a 4-byte aligned address), where they lie in
 // [0, here), if `active`: one 4-byte load where the word lies within the row's columns
@@ -780,7 +781,7 @@ transpose_runs(const T* __restrict__ in, T* __restrict__ out, Index rows, Index 
                 if (i < n) place(words[r], i, m);
             }
         }
-        if (!loaded) {  // the first and last tiles: row by row, at the row's ends element by element
+        if (!loaded) {  // the first and last tiles: row by row, element by element at its ends
 #pragma unroll 1
             for (int i = warp; i < n; i += WARPS) {
                 const int m = (m0 + i * stride_mod) & (W - 1);

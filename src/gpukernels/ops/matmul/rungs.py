@@ -669,10 +669,10 @@ def choose(p: Problem) -> Rung:
     measured) and mma for the rest. Over the shape suite (H100, float16, NOTES 95) that
     rule's geometric mean is 0.80 of cuBLAS held and 1.16 per call (wgmma alone: 0.75 and
     1.13). Among the SIMT rungs, large_tile when its 256x128 tiles give every SM a block and
-    cover M with at most :data:`LARGE_TILE_MAX_PADDING` times the rows warp_tiled's 128x128 ones do, and
-    warp_tiled otherwise (H200: at 1024^3 warp_tiled ran at 0.40 of cuBLAS, large_tile with
-    32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73; a stack of 256
-    products with M = 128 gave large_tile half a tile of zero rows each).
+    cover M with at most :data:`LARGE_TILE_MAX_PADDING` times the rows warp_tiled's 128x128
+    ones do, and warp_tiled otherwise (H200: at 1024^3 warp_tiled ran at 0.40 of cuBLAS,
+    large_tile with 32 blocks at 0.29; at 2048^3, 128 blocks, large_tile led 0.82 to 0.73; a
+    stack of 256 products with M = 128 gave large_tile half a tile of zero rows each).
     """
     if p.precision == "tf32" or (p.dtype in HALF_TYPES
                                  and p.capability >= TENSOR_CORE_CAPABILITY):
