@@ -300,6 +300,31 @@ def test_pipelined_blocks_take_many_tiles_each(dtype, rng, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "float64", "complex128"])
+def test_pipelined_plain_tiles_and_their_neighbours(dtype, rng):
+    # pipelined scans a tile inside one row, with its input and output 16-byte aligned, without
+    # a test per element or word (scan.cu, gk_tile_kind); rows that end just inside, at and
+    # just past tile boundaries, a long row, and an out= one element off alignment (no tile is
+    # plain) next to an aligned one, whose neighbouring element stays unwritten
+    dtype = numpy.dtype(dtype)
+    tile = rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(dtype)
+    result = reduction_result_dtype("cumsum", dtype, None)
+    for shape in ((3, tile + 1), (4, 2 * tile - 1), (3, 3 * tile), (11 * tile + 5,),
+                  (2, 5 * tile + tile // 2)):
+        x = _data("cumsum", shape, dtype, rng, shape[-1])
+        for offset in (0, 1):
+            size = int(numpy.prod(shape))
+            buffer = poisoned((size + 2,), result)
+            out = buffer[offset:offset + size].reshape(shape)
+            got = gk.cumsum(cupy.asarray(x), axis=-1, method="pipelined", out=out)
+            assert got is out
+            _compare(out, x, "cumsum", axis=-1)
+            untouched = cupy.asnumpy(buffer.view(numpy.uint8))
+            start, end = offset * result.itemsize, (offset + size) * result.itemsize
+            assert (untouched[:start] == 0xFF).all() and (untouched[end:] == 0xFF).all()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("operation", OPERATIONS)
 @pytest.mark.parametrize("method", RUNGS + ("auto",))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -619,7 +619,9 @@ __device__ __forceinline__ T* gk_padding_value(uint4* words, int tid) {
 // before `total`), staged in `words` (padded slots): word i = w * BLOCK + tid, 16 bytes at a time
 // where the input is contiguous (inner == 1) and aligned, so every load instruction of a warp
 // reads 512 consecutive bytes; element by element otherwise.
-template <typename In, int BLOCK, int WORDS>
+// WHOLE: the tile is whole and its input contiguous and aligned (the caller knows), so every
+// word is one unconditional 16-byte load.
+template <typename In, int BLOCK, int WORDS, bool WHOLE = false>
 __device__ __forceinline__ void gk_stage_tile(const In* __restrict__ in, uint4* words, i64 base,
                                               i64 total, i64 n, i64 inner, int tid) {
     constexpr int PER_WORD = 16 / (int)sizeof(In);
@@ -627,15 +629,20 @@ __device__ __forceinline__ void gk_stage_tile(const In* __restrict__ in, uint4* 
     gk_scan_word<In> word[WORDS];
 #pragma unroll
     for (int w = 0; w < WORDS; ++w) {
-        gk_load_word<In, PER_WORD>(word[w], in, base + (i64)(w * BLOCK + tid) * PER_WORD, total,
-                                   n, inner, whole_words);
+        if (WHOLE) {
+            word[w].bits = reinterpret_cast<const uint4*>(in + base)[w * BLOCK + tid];
+        } else {
+            gk_load_word<In, PER_WORD>(word[w], in, base + (i64)(w * BLOCK + tid) * PER_WORD,
+                                       total, n, inner, whole_words);
+        }
     }
 #pragma unroll
     for (int w = 0; w < WORDS; ++w) words[gk_padded_slot(w * BLOCK + tid)] = word[w].bits;
 }
 
-// The tile's outputs, staged in `words` the same way, to the same elements of `out`.
-template <typename Out, int BLOCK, int WORDS>
+// The tile's outputs, staged in `words` the same way, to the same elements of `out` (WHOLE:
+// as gk_stage_tile's).
+template <typename Out, int BLOCK, int WORDS, bool WHOLE = false>
 __device__ __forceinline__ void gk_store_tile(const uint4* words, Out* __restrict__ out, i64 base,
                                               i64 total, i64 n, i64 inner, int tid) {
     constexpr int PER_WORD = 16 / (int)sizeof(Out);
@@ -643,6 +650,10 @@ __device__ __forceinline__ void gk_store_tile(const uint4* words, Out* __restric
 #pragma unroll
     for (int w = 0; w < WORDS; ++w) {
         const int i = w * BLOCK + tid;
+        if (WHOLE) {
+            reinterpret_cast<uint4*>(out + base)[i] = words[gk_padded_slot(i)];
+            continue;
+        }
         const i64 at = base + (i64)i * PER_WORD;
         if (at >= total) continue;
         gk_scan_word<Out> result;
@@ -869,10 +880,20 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // (three blocks an SM: 0.48), five blocks an SM (0.61: spills at 40 registers).
 // float16 tiles take 32 elements a thread, not blocked's 16: as many bytes as float32's, so the
 // look-back and the barriers cost half as much per byte (2^28: 0.48 -> 0.68-0.70; NOTES 139).
-// H100, per call, of a device copy (blocked in the same run; NOTES 138): 2^28 float32 0.69
-// (0.50; torch.cumsum 0.70), int32 0.72 (0.63), int16 0.66 (0.59), int8 0.62 (0.55), 2^27
-// float64 0.75-0.77 (0.69); (8192, 8192) along axis 1 0.73-0.74 (0.63); (2^20, 16) along
-// axis 1 0.71-0.76 (0.73).
+// A plain tile (whole, inside one row, input and output aligned: every tile of a long row but
+// its first and last; gk_tile_kind) is loaded, scanned and stored with no test per element or
+// word, and whether a tile continues a row is worked out once, by the thread that claims it
+// (every thread took that 64-bit remainder each round before): 2^28 int32 0.71 -> 0.73-0.74,
+// int8 0.61 -> 0.66, float64 0.75 -> 0.79, (8192, 8192) along axis 1 0.72 -> 0.76-0.78,
+// float32 unchanged (NOTES 171). Tried there and not kept (float32 2^28 unless named): tiles
+// copied into a third buffer two rounds ahead, by the Tensor Memory Accelerator (0.53) or by
+// cp.async (0.43); the next tile claimed at the start of a round (0.50: its aggregate then
+// waits for the prefix the round waits for); a third buffer so that a tile is finished two
+// rounds after its scan (0.70-0.71, float16 0.76, but rows of 16 0.66-0.68, and 8-byte
+// outputs at two blocks an SM).
+// H100, per call, of a device copy (NOTES 138 and 171): 2^28 float32 0.69 (blocked 0.50;
+// torch.cumsum 0.70), int32 0.73-0.74 (blocked 0.63), int16 0.66, int8 0.66, float64 0.79;
+// (8192, 8192) along axis 1 0.76-0.78; (2^20, 16) along axis 1 0.69-0.72.
 // ---------------------------------------------------------------------------------------------
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
@@ -894,6 +915,75 @@ __device__ __forceinline__ void gk_bar_arrive(unsigned id, unsigned count) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+// What pipelined's data warps need to know of a tile besides its number, worked out once by the
+// thread that claims it: whether it continues a row begun in earlier tiles, and whether it is
+// plain: whole, inside one row (so no run has a start or an end), its input and output
+// contiguous and 16-byte aligned. A plain tile's runs are scanned without a test per element
+// and its words are loaded and stored without one per word: every tile of a long row but its
+// first and last.
+enum : unsigned { GK_CONTINUES = 1, GK_PLAIN = 2 };
+
+__device__ __forceinline__ unsigned gk_tile_kind(i64 tile, i64 tiles, i64 tile_size, i64 total,
+                                                 i64 n, bool aligned) {
+    if (tile >= tiles) return 0;
+    const i64 base = tile * tile_size, position = base % n;
+    if (position == 0) return 0;
+    return GK_CONTINUES +
+           (aligned && base + tile_size <= total && position + tile_size <= n ? GK_PLAIN : 0);
+}
+
+// pipelined's barriers (bar.sync ids; the round's parity is added to PREFIX and CLAIM).
+enum : unsigned { GK_BAR_DATA = 1, GK_BAR_PREFIX = 2, GK_BAR_CLAIM = 4 };
+
+// pipelined's data warps, round r's first half: load and scan the tile at `base` into `words`
+// (its input at `in_words`); each thread's prefix within the tile waits in the padding words,
+// and whether it starts a row is returned as the warp's ballot; the tile's aggregate is left in
+// `aggregate`. PLAIN: see gk_tile_kind.
+template <typename Op, typename In, typename Acc, int BLOCK, int ITEMS, bool PLAIN>
+__device__ __forceinline__ unsigned gk_pipelined_scan(const In* __restrict__ in, uint4* words,
+                                                      uint4* in_words, i64 base, i64 total, i64 n,
+                                                      i64 rows, i64 inner,
+                                                      gk_segment<Acc>* warp_totals,
+                                                      gk_segment<Acc>& aggregate, int tid) {
+    constexpr int IN_WORDS = ITEMS / (int)(16 / sizeof(In));
+    gk_stage_tile<In, BLOCK, IN_WORDS, PLAIN>(in, in_words, base, total, n, inner, tid);
+    gk_bar_sync(GK_BAR_DATA, BLOCK);
+    const gk_run run = PLAIN ? gk_run{ITEMS, 0u}
+                             : gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
+    const gk_segment<Acc> before =
+        gk_run_scan<Op, In, Acc, IN_WORDS>(in_words, run, warp_totals, tid);
+    gk_bar_sync(GK_BAR_DATA, BLOCK);
+    gk_segment<Acc> running;
+    gk_tile_scan<Op, Acc, BLOCK / 32>(warp_totals, before, tid, running, aggregate);
+    *gk_padding_value<Acc>(words, tid) = running.value;  // until the tile is finished
+    return __ballot_sync(0xffffffffu, running.start);
+}
+
+// The second half: finish the tile of the round before (at `base`, in `words`), whose prefix is
+// `tile_prefix`: its runs again after their prefixes, then the stores. `starts` is the ballot
+// gk_pipelined_scan returned for this warp.
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS, bool PLAIN>
+__device__ __forceinline__ void gk_pipelined_finish(Out* __restrict__ out, uint4* words,
+                                                    const uint4* in_words, i64 base, i64 total,
+                                                    i64 n, i64 rows, i64 inner, Acc tile_prefix,
+                                                    unsigned starts, int tid) {
+    constexpr int IN_WORDS = ITEMS / (int)(16 / sizeof(In));
+    constexpr int OUT_WORDS = ITEMS / (int)(16 / sizeof(Out));
+    const gk_run run = PLAIN ? gk_run{ITEMS, 0u}
+                             : gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
+    gk_segment<Acc> running;
+    running.value = *gk_padding_value<Acc>(words, tid);
+    running.start = PLAIN ? 0 : (starts >> (tid & 31)) & 1;
+    gk_scan_word<In> held[IN_WORDS];
+#pragma unroll
+    for (int j = 0; j < IN_WORDS; ++j) held[j].bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
+    if (sizeof(Out) > sizeof(In)) gk_bar_sync(GK_BAR_DATA, BLOCK);
+    gk_write_run<Op, In, Acc, Out, IN_WORDS, OUT_WORDS>(words, held, run, running, tile_prefix,
+                                                        tid);
+    gk_bar_sync(GK_BAR_DATA, BLOCK);
+    gk_store_tile<Out, BLOCK, OUT_WORDS, PLAIN>(words, out, base, total, n, inner, tid);
+}
+
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
 __global__ void __launch_bounds__(BLOCK + 32, gk_pipelined_min_blocks<In>())
 scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
@@ -911,11 +1001,11 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     constexpr int IN_SLOTS = BLOCK * IN_WORDS + BLOCK * IN_WORDS / 8;
     constexpr int OUT_SLOTS = BLOCK * OUT_WORDS + BLOCK * OUT_WORDS / 8;
     constexpr unsigned THREADS = BLOCK + 32;
-    constexpr unsigned DATA = 1, PREFIX = 2, CLAIM = 4;  // + the round's parity
     typedef gk_segment<Acc> Segment;
     extern __shared__ uint4 gk_pipelined_tiles[];  // two tiles of OUT_SLOTS words
     __shared__ Segment warp_totals[WARPS];
     __shared__ i64 tile_shared[4];  // round r's tile at r % 4
+    __shared__ unsigned kind_shared[4];  // and its gk_tile_kind
     __shared__ u64 epoch_shared;
     __shared__ Acc prefix_shared[2];
     __shared__ unsigned run_starts[2][WARPS];  // whether each thread's prefix starts a row
@@ -923,8 +1013,11 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const i64 total = n * rows;
     const i64 tiles = (total + TILE - 1) / TILE;
+    const bool aligned = inner == 1 && reinterpret_cast<u64>(in) % 16 == 0 &&
+                         reinterpret_cast<u64>(out) % 16 == 0;
     if (tid == 0) {
         tile_shared[0] = (i64)atomicAdd(control, 1ull);
+        kind_shared[0] = gk_tile_kind(tile_shared[0], tiles, TILE, total, n, aligned);
         epoch_shared = gk_load_l2(control + 2);
     }
     __syncthreads();
@@ -934,11 +1027,11 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
         // The look-back warp: round r's tile from its claim, while the data warps load it and
         // finish the tile before it.
         for (int r = 0;; ++r) {
-            if (r > 0) gk_bar_sync(CLAIM + (r & 1), THREADS);
+            if (r > 0) gk_bar_sync(GK_BAR_CLAIM + (r & 1), THREADS);
             const i64 tile = tile_shared[r & 3];
             if (tile >= tiles) break;
             const i64 base = tile * TILE;
-            const bool continues = base % n != 0;
+            const bool continues = (kind_shared[r & 3] & GK_CONTINUES) != 0;
             const bool last = tile % 32 == 31;
             if (continues || last) {
                 const i64 end = total - base < TILE ? total : base + TILE;
@@ -961,7 +1054,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                     prefix_shared[r & 1] = gk_segment_combine<Op>(q, before).value;
                 }
             }
-            gk_bar_arrive(PREFIX + (r & 1), THREADS);
+            gk_bar_arrive(GK_BAR_PREFIX + (r & 1), THREADS);
         }
         return;
     }
@@ -975,16 +1068,15 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             uint4* const words = gk_pipelined_tiles + (r & 1) * OUT_SLOTS;
             uint4* const in_words = words + (OUT_SLOTS - IN_SLOTS);
             const i64 base = tile * TILE;
-            gk_stage_tile<In, BLOCK, IN_WORDS>(in, in_words, base, total, n, inner, tid);
-            gk_bar_sync(DATA, BLOCK);
-            const gk_run run = gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
-            const Segment before =
-                gk_run_scan<Op, In, Acc, IN_WORDS>(in_words, run, warp_totals, tid);
-            gk_bar_sync(DATA, BLOCK);
-            Segment running, aggregate;
-            gk_tile_scan<Op, Acc, WARPS>(warp_totals, before, tid, running, aggregate);
-            *gk_padding_value<Acc>(words, tid) = running.value;  // until the tile is finished
-            const unsigned starts = __ballot_sync(0xffffffffu, running.start);
+            Segment aggregate;
+            const unsigned starts =
+                kind_shared[r & 3] & GK_PLAIN
+                    ? gk_pipelined_scan<Op, In, Acc, BLOCK, ITEMS, true>(
+                          in, words, in_words, base, total, n, rows, inner, warp_totals,
+                          aggregate, tid)
+                    : gk_pipelined_scan<Op, In, Acc, BLOCK, ITEMS, false>(
+                          in, words, in_words, base, total, n, rows, inner, warp_totals,
+                          aggregate, tid);
             if (lane == 0) run_starts[r & 1][warp] = starts;
             if (tid == 0) {
                 gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
@@ -995,33 +1087,31 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             // Finish round r - 1's tile: its run again after its prefixes, then the stores.
             const int p = (r - 1) & 1;
             uint4* const words = gk_pipelined_tiles + p * OUT_SLOTS;
-            uint4* const in_words = words + (OUT_SLOTS - IN_SLOTS);
+            const uint4* const in_words = words + (OUT_SLOTS - IN_SLOTS);
             const i64 base = prev * TILE;
-            const bool continues = base % n != 0;
-            gk_bar_sync(PREFIX + p, THREADS);
-            const Acc tile_prefix = continues ? prefix_shared[p] : Op::template identity<Acc>();
-            const gk_run run = gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
-            Segment running;
-            running.value = *gk_padding_value<Acc>(words, tid);
-            running.start = (run_starts[p][warp] >> lane) & 1;
-            gk_scan_word<In> held[IN_WORDS];
-#pragma unroll
-            for (int j = 0; j < IN_WORDS; ++j) {
-                held[j].bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
+            const unsigned kind = kind_shared[(r - 1) & 3];
+            gk_bar_sync(GK_BAR_PREFIX + p, THREADS);
+            const Acc tile_prefix =
+                kind & GK_CONTINUES ? prefix_shared[p] : Op::template identity<Acc>();
+            if (kind & GK_PLAIN) {
+                gk_pipelined_finish<Op, In, Acc, Out, BLOCK, ITEMS, true>(
+                    out, words, in_words, base, total, n, rows, inner, tile_prefix,
+                    run_starts[p][warp], tid);
+            } else {
+                gk_pipelined_finish<Op, In, Acc, Out, BLOCK, ITEMS, false>(
+                    out, words, in_words, base, total, n, rows, inner, tile_prefix,
+                    run_starts[p][warp], tid);
             }
-            if (sizeof(Out) > sizeof(In)) gk_bar_sync(DATA, BLOCK);
-            gk_write_run<Op, In, Acc, Out, IN_WORDS, OUT_WORDS>(words, held, run, running,
-                                                                tile_prefix, tid);
-            gk_bar_sync(DATA, BLOCK);
-            gk_store_tile<Out, BLOCK, OUT_WORDS>(words, out, base, total, n, inner, tid);
         }
         // Claim round r + 1's tile; once every data warp is past here, round r - 1's buffer is
         // free for it and its number is known to all (the look-back warp learns it on CLAIM).
         if (tid == 0) {
-            tile_shared[(r + 1) & 3] = tile < tiles ? (i64)atomicAdd(control, 1ull) : tiles;
+            const i64 next = tile < tiles ? (i64)atomicAdd(control, 1ull) : tiles;
+            tile_shared[(r + 1) & 3] = next;
+            kind_shared[(r + 1) & 3] = gk_tile_kind(next, tiles, TILE, total, n, aligned);
         }
-        gk_bar_sync(DATA, BLOCK);
-        if (tile < tiles) gk_bar_arrive(CLAIM + ((r + 1) & 1), THREADS);
+        gk_bar_sync(GK_BAR_DATA, BLOCK);
+        if (tile < tiles) gk_bar_arrive(GK_BAR_CLAIM + ((r + 1) & 1), THREADS);
     }
     gk_finish_launch(control, epoch);
 }
