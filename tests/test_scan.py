@@ -304,8 +304,9 @@ def test_pipelined_blocks_take_many_tiles_each(dtype, rng, monkeypatch):
 def test_pipelined_plain_tiles_and_their_neighbours(dtype, rng):
     # pipelined scans a tile inside one row, with its input and output 16-byte aligned, without
     # a test per element or word (scan.cu, gk_tile_kind); rows that end just inside, at and
-    # just past tile boundaries, a long row, and an out= one element off alignment (no tile is
-    # plain) next to an aligned one, whose neighbouring element stays unwritten
+    # just past tile boundaries, a long row, and out= at an aligned start and one element
+    # after it (off 16-byte alignment where items are narrower: no tile is plain there); the
+    # elements on either side of out= stay unwritten
     dtype = numpy.dtype(dtype)
     tile = rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(dtype)
     result = reduction_result_dtype("cumsum", dtype, None)
