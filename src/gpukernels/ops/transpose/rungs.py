@@ -651,8 +651,8 @@ def choose(p: Problem) -> Rung:
     else the vector rung, except for 1- and 2-byte rows that are not whole words (where its V
     falls to 1): those go to words_async (1-byte, sm_80 and newer) or words. Measured on an
     H100 at 8191 x 8193: int8 0.92 (words_async) and float16 0.92 (words) of a copy, against
-    0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items 30-35). Tall 1- and 2-byte matrices of 96 to 480-byte rows go to words
-    (:func:`columns_take_words`)."""
+    0.45 and 0.72 with vector's V = 1 (benchmarks/NOTES.md, items 30-35). Tall 1- and 2-byte
+    matrices of 96 to 480-byte rows go to words (:func:`columns_take_words`)."""
     if auto_takes_runs(p):
         return RUNS
     if auto_takes_narrow(p.itemsize, p.rows, p.cols):
