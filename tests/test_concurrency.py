@@ -388,8 +388,8 @@ def test_threads_on_two_gpus_at_once(cold_kernel_cache, rng):
 
 def _new_result_cases():
     """(label, call on the GPU arrays with an optional out=, host inputs, NumPy's result) of the
-    calls whose result is built around its memory after the launch (KernelCall.into_new); exact
-    results."""
+    calls whose result (var's moments) is built around its memory after the launch
+    (KernelCall.into_new); exact results but for var's."""
     def data(shape, dtype, rng):
         return reference.random_array(shape, dtype, rng, integer_valued=True)
 
@@ -412,6 +412,22 @@ def _new_result_cases():
     yield ("cumsum", lambda x, out=None: gk.cumsum(x, out=out),
            (lambda rng: (data((100_003,), numpy.float32, rng),)),
            lambda x: numpy.cumsum(x, dtype=numpy.float64).astype(numpy.float32))
+    # Reductions of one launch build their result after it from LAUNCH_FIRST_BYTES of input
+    # (8 MiB)
+    yield ("sum", lambda x, out=None: gk.sum(x, out=out),
+           (lambda rng: (data((2**21 + 3,), numpy.float32, rng),)), numpy.sum)
+    yield ("sum along axis 1", lambda x, out=None: gk.sum(x, axis=1, out=out),
+           (lambda rng: (data((8192, 257), numpy.float32, rng),)),
+           lambda x: numpy.sum(x, axis=1))
+    yield ("mean along axis 0", lambda x, out=None: gk.mean(x, axis=0, out=out),
+           (lambda rng: (data((1024, 2049), numpy.float32, rng),)),
+           lambda x: numpy.mean(x, axis=0))
+    yield ("argmax along axis 0", lambda x, out=None: gk.argmax(x, axis=0, out=out),
+           (lambda rng: (data((1025, 2048), numpy.float32, rng),)),
+           lambda x: numpy.argmax(x, axis=0))
+    yield ("var along axis 1", lambda x, out=None: gk.var(x, axis=1, ddof=1, out=out),
+           (lambda rng: (data((8192, 129), numpy.float64, rng),)),
+           lambda x: numpy.var(x, axis=1, ddof=1))
 
 
 NEW_RESULT_CASES = list(_new_result_cases())
@@ -427,25 +443,33 @@ def test_a_new_result_is_written_whole_in_a_block_the_pool_had_poisoned(label, c
     strided view), the same call fills out and returns it."""
     host = inputs(rng)
     arrays = [cupy.asarray(h) for h in host]
-    expected = want(*host)
-    built = []
+    expected = numpy.asarray(want(*host))
+
+    def check(got):
+        if label.startswith("var"):  # moments merged pairwise, not NumPy's two passes
+            numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=0)
+        else:
+            numpy.testing.assert_array_equal(got, expected)
+
+    built = []  # the bytes of each array built after a launch
     into_new = _launch.KernelCall.into_new
 
-    def counted(self, *args):
-        built.append(self)
-        return into_new(self, *args)
+    def counted(self, shape, dtype, nbytes, *args):
+        built.append(nbytes)
+        return into_new(self, shape, dtype, nbytes, *args)
 
     monkeypatch.setattr(_launch.KernelCall, "into_new", counted)
-    nbytes = call(*arrays).nbytes  # planned; its block goes back to the pool
+    call(*arrays)  # planned; its block goes back to the pool
     for _ in range(3):
-        block = cupy.full(nbytes, 0xFF, cupy.uint8)  # NaN, or -1, in every element
+        block = cupy.full(built[0], 0xFF, cupy.uint8)  # NaN, or -1, in every element
         del block  # back to the pool, poisoned: the next block of this size
         got = call(*arrays)
-        numpy.testing.assert_array_equal(got.get(), expected)
+        check(got.get())
         assert got.flags.c_contiguous and got.dtype == expected.dtype
-    holder = cupy.zeros(expected.shape[:-1] + (2 * expected.shape[-1],), expected.dtype)
-    view = holder[..., ::2]
-    assert call(*arrays, out=view) is view
-    numpy.testing.assert_array_equal(view.get(), expected)
-    assert not holder[..., 1::2].any()  # nothing written between the view's elements
     assert len(built) == 4, label
+    if expected.ndim:
+        holder = cupy.zeros(expected.shape[:-1] + (2 * expected.shape[-1],), expected.dtype)
+        view = holder[..., ::2]
+        assert call(*arrays, out=view) is view
+        check(view.get())
+        assert not holder[..., 1::2].any()  # nothing written between the view's elements

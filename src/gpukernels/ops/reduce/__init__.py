@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -31,7 +32,7 @@ from .dtypes import (
     to_result,
     writes,
 )
-from .program import Program
+from .program import LAUNCH_FIRST_BYTES, Program
 from .rungs import LADDER
 
 __all__ = ["sum", "prod", "min", "max", "moments", "LADDER", "scratch_sizes"]
@@ -41,7 +42,8 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
     """Validate a reduction of ``x`` and plan it: (result dtype, out shape, program or None,
     result buffer, direct launch or None). A program of None marks the inputs that need no
     kernel (empty inputs, reductions over length-1 axes only); a direct launch ``(call, shape,
-    dtype)`` is a program of one launch into a new array of the result's shape and dtype."""
+    dtype, bytes, launch first)`` is a program of one launch into a new array of the result's
+    shape and dtype (built after the launch where ``launch first``: see LAUNCH_FIRST_BYTES)."""
     op = OPERATORS[operation]
     _device.check_alignment(x, "x")
     result_dtype = reduction_result_dtype(operation, x.dtype, dtype)
@@ -96,7 +98,8 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
     if program.simple is not None and result == 1:
         call, _, written_dtype = program.simple
         if written_dtype == result_dtype:
-            direct = (call, out_shape, result_dtype)
+            direct = (call, out_shape, result_dtype, math.prod(out_shape) * result_dtype.itemsize,
+                      x.nbytes >= LAUNCH_FIRST_BYTES)
     return result_dtype, out_shape, program, result, direct
 
 
@@ -173,10 +176,12 @@ def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, metho
     direct = planned[4]
     device = x.data.device_id
     if direct is not None and out is None and device == cupy.cuda.runtime.getDevice():
-        # 2. Allocate and 3. launch: most calls, with nothing else to do (cupy.ndarray is
-        # cupy.empty without its Python frame, 0.7 us a call).
-        call, shape, result_dtype = direct
-        result = cupy.ndarray(shape, result_dtype)
+        # 2. Allocate and 3. launch: most calls, with nothing else to do. From
+        # LAUNCH_FIRST_BYTES of input the result's array is built after the launch.
+        call, shape, result_dtype, nbytes, launch_first = direct
+        if launch_first:
+            return call.into_new(shape, result_dtype, nbytes, x)
+        result = cupy.ndarray(shape, result_dtype)  # cupy.empty without its Python frame
         call(x, result)
         return result
     if out is not None:

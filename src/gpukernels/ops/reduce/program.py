@@ -9,6 +9,7 @@ are allocated when the program runs; :meth:`Program.run` only allocates and laun
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy
@@ -16,7 +17,8 @@ import numpy
 from ..._core import device as _device
 from ..._core.launch import Array, StreamArray, stream_buffers
 
-__all__ = ["Program", "COUNTER", "PARTIALS", "TICKETS", "SCRATCH_ITEM", "scratch", "empty"]
+__all__ = ["Program", "COUNTER", "PARTIALS", "TICKETS", "SCRATCH_ITEM", "LAUNCH_FIRST_BYTES",
+           "scratch", "empty"]
 
 
 class _Scratch:
@@ -34,6 +36,11 @@ class _Scratch:
 #: tickets.
 COUNTER, PARTIALS, TICKETS = _Scratch("COUNTER", 0), _Scratch("PARTIALS", 1), _Scratch("TICKETS", 2)
 SCRATCH_ITEM = 24  # bytes per partial: room for the widest accumulator (var's moments)
+#: From this many input bytes a one-launch program's result is built after its launch
+#: (KernelCall.into_new): the kernel then starts 1-3 us sooner per call, and it outlasts the
+#: array's construction. On smaller inputs the host's time is what a call costs, and
+#: into_new's takes about 1 us more than cupy.ndarray's (benchmarks/NOTES.md, item 172).
+LAUNCH_FIRST_BYTES = 1 << 23
 
 
 def scratch(partials: int, tickets: int) -> tuple:
@@ -81,6 +88,7 @@ class Program:
         self.source_dtype = source_dtype
         self.scratch_sizes = scratch_sizes
         self.simple: tuple | None = None  # (call, shape, dtype) of a one-launch program
+        self._new: tuple = ()  # and (shape, dtype, bytes) of the array its buffer is made as
 
     def allocate(self, shape: tuple, dtype: numpy.dtype) -> int:
         self.buffers.append((tuple(shape), numpy.dtype(dtype)))
@@ -131,6 +139,10 @@ class Program:
         if len(self.buffers) == 2 and len(steps) == 1 and self.buffers[1] is not None \
                 and not launches[0][2]:
             self.simple = (launches[0][1], *self.buffers[1])
+            shape, dtype = self.buffers[1]
+            if dtype.fields is not None:  # as empty() makes it
+                shape, dtype = shape + (dtype.itemsize // 8,), numpy.dtype(numpy.float64)
+            self._new = (shape, dtype, math.prod(shape) * dtype.itemsize)
 
     def _itemsize(self, buffer: int, array: Any) -> int:
         """Bytes per element of ``buffer`` (``array``; a structured accumulator's, not the
@@ -142,6 +154,8 @@ class Program:
         simple = self.simple
         if simple is not None:  # one launch into one new buffer: most reductions
             call, shape, dtype = simple
+            if x.nbytes >= LAUNCH_FIRST_BYTES:
+                return call.into_new(*self._new, x)
             result = empty(shape, dtype)
             call(x, result)
             return result
