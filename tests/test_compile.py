@@ -452,9 +452,16 @@ def test_reduction_plans_launch_exactly_the_compiled_instances(rung, operation):
     rung = reduce_rungs.LADDER[rung]
     op = reduce_dtypes.OPERATORS[operation]
     names = set()
+    triples = []
     for dtype, result in _reduction_requests(operation):
         read, acc = reduce_dtypes.accumulator(op, dtype, result, rung.float32_sums_in_float64)
-        written = reduce_dtypes.writes(op, read, acc, result, full=True)
+        triples.append((read, acc, reduce_dtypes.writes(op, read, acc, result, full=True)))
+    if operation == "var" and rung.finishes_spreads:  # var and std of float data, one launch
+        floats = map(numpy.dtype, ("float16", "float32", "float64"))
+        triples += [(result, reduce_dtypes.MOMENTS, reduce_dtypes.spread(result, ddof, root))
+                    for result in floats for ddof in reduce_dtypes.SPREAD_DDOFS
+                    for root in (False, True)]
+    for read, acc, written in triples:
         # one block, partials, strided input, one_pass's grid-stride wave
         for n, stride in ((10, 1), (10**7, 1), (10**7, 3), (2**25, 1)):
             program = Program(read, (1024, 132))

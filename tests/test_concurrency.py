@@ -388,8 +388,8 @@ def test_threads_on_two_gpus_at_once(cold_kernel_cache, rng):
 
 def _new_result_cases():
     """(label, call on the GPU arrays with an optional out=, host inputs, NumPy's result) of the
-    calls whose result (var's moments) is built around its memory after the launch
-    (KernelCall.into_new); exact results but for var's."""
+    calls whose result is built around its memory after the launch (KernelCall.into_new);
+    exact results but for var's."""
     def data(shape, dtype, rng):
         return reference.random_array(shape, dtype, rng, integer_valued=True)
 

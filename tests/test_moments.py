@@ -226,6 +226,43 @@ def test_ddof(operation, ddof, rng):
         _compare(got, x, operation, axis=axis, ddof=ddof)
 
 
+SPREAD_CASES = [((7,), None), ((10**6 + 3,), None), ((2**25 + 5,), None), ((257, 1031), 0),
+                ((257, 1031), 1), ((4100, 33), 0), ((3, 9000), 1), ((1000, 3), 1),
+                ((2, 3, 4, 5), (1, 3))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize(("shape", "axis"), SPREAD_CASES)
+def test_var_and_std_of_floats_finish_in_the_reductions_last_write(dtype, shape, axis, rng):
+    """var and std of float data with ddof 0 or 1 run no finishing launch: the reduction's last
+    write divides the moments (and takes the root). Checked against NumPy in float64, and the
+    same input gives the same bits. Other rungs than one_pass (for full reductions) keep the
+    finishing launch."""
+    from gpukernels._core.launch import record_launches
+
+    host = check.inputs(shape, dtype, rng)[0][0]
+    x = cupy.asarray(host)
+    for ddof in (0, 1.0):
+        for name in ("var", "std"):
+            with warnings.catch_warnings(), record_launches() as launches:
+                warnings.simplefilter("ignore", RuntimeWarning)  # no degrees of freedom left
+                got = getattr(gk, name)(x, axis=axis, ddof=ddof)
+            instances = [launch.instance for launch in launches]
+            assert "gk_spread" in instances[-1], instances
+            assert not any("moments_finish" in i for i in instances), instances
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                _compare(got, host, name, axis=axis, ddof=ddof)
+                again = getattr(gk, name)(x, axis=axis, ddof=ddof)
+            numpy.testing.assert_array_equal(cupy.asnumpy(again), cupy.asnumpy(got))
+    if axis is None:
+        for method in ("two_pass", "shuffle"):
+            with record_launches() as launches:
+                gk.var(x, method=method)
+            assert "moments_finish" in launches[-1].instance, method
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("operation", ("var", "std"))
 @pytest.mark.parametrize("method", RUNGS)

@@ -133,6 +133,33 @@ struct MomentsOp {
     }
 };
 
+// var and std in one launch: the moments' last write (to_acc<gk_spread<...> >) divides m2 by
+// max(count - DDOF, 0) and, for std (ROOT), takes the square root, then rounds once to T
+// (float16, float32 or float64): the same double operations, so the same bits, as the two
+// launches of moments and moments/moments.cu's finish. A gk_spread is a T's bytes; the wrapper
+// allocates the result as T.
+template <typename T, int DDOF, bool ROOT>
+struct gk_spread {
+    T value;
+};
+template <typename T>
+__device__ __forceinline__ T gk_round_double(double x) { return static_cast<T>(x); }
+template <>
+__device__ __forceinline__ gk_half gk_round_double<gk_half>(double x) {
+    gk_half h;
+    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(x));  // one rounding, as NumPy's cast
+    return h;
+}
+template <typename T, int DDOF, bool ROOT>
+struct ToAcc<gk_spread<T, DDOF, ROOT>, gk_moments> {
+    static __device__ __forceinline__ gk_spread<T, DDOF, ROOT> apply(gk_moments m) {
+        double value = m.m2 / fmax(m.count - DDOF, 0.0);
+        if (ROOT) value = sqrt(value);
+        gk_spread<T, DDOF, ROOT> s = {gk_round_double<T>(value)};
+        return s;
+    }
+};
+
 // mean: the sum and the count of the elements seen, in double, divided at the last write (one
 // rounding to the result dtype), so a mean is one launch like a sum. Aligned to its 16 bytes, so
 // that partials move as one 16-byte access each (gk_load_l2), not four of 4 bytes.

@@ -6,9 +6,11 @@
 :func:`std` read the data once: the reduction kernels, every rung of
 ``gpukernels.methods("reduce")`` and the row and column kernels alike, fold the moments of the
 elements (count, mean, sum of squared deviations) with Chan, Golub and LeVeque's pairwise merge
-in float64 (``MomentsOp`` in ``kernels/reduce/common.cuh``), and one elementwise kernel
-(``kernels/moments/moments.cu``) divides by ``n - ddof`` (and takes the square root for std).
-Complex data is read as its real and imaginary parts, whose variances add.
+in float64 (``MomentsOp`` in ``kernels/reduce/common.cuh``). For float data in its own dtype
+with ``ddof`` 0 or 1 the reduction's last write divides by ``n - ddof`` (and takes the square
+root for std): one launch, like a sum (``gk_spread``; the row and column kernels, and one_pass
+for full reductions). Otherwise one elementwise kernel (``kernels/moments/moments.cu``) does it
+after the moments. Complex data is read as its real and imaginary parts, whose variances add.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import contextlib
 import math
 import numbers
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import numpy
 
@@ -28,11 +30,14 @@ from ..._core.compile import KernelSource
 from ..._core.launch import PLANS, Array, KernelCall, Launch, ceil_div, finish_out, prepare_out
 from .. import reduce as _reduce
 from ..reduce.dtypes import (
+    SPREAD_DDOFS,
     mean_result_dtype,
     normalize_axis,
     real_part,
     reduction_result_dtype,
+    spread,
 )
+from ..reduce.rungs import ReduceRung
 from . import check
 
 __all__ = ["mean", "var", "std", "moment_states"]
@@ -169,12 +174,13 @@ class _Finish:
 
 
 class _SpreadPlan:
-    """What a var or std of one layout needs on every call."""
+    """What a var or std of one layout needs on every call: ``spread``, what the moments' last
+    write finishes them as where that is one launch (else None: the moments, then a finish)."""
 
-    __slots__ = ("out_shape", "result_dtype", "axes", "divisor", "finish")
+    __slots__ = ("out_shape", "result_dtype", "axes", "divisor", "finish", "spread")
 
     def __init__(self, name: str, x: Any, axis: Any, dtype: Any, keepdims: bool,
-                 ddof: Any) -> None:
+                 ddof: Any, method: str) -> None:
         self.result_dtype = reduction_result_dtype("var", x.dtype, dtype)
         if isinstance(ddof, bool) or not isinstance(ddof, numbers.Real):
             raise TypeError(f"ddof must be a real number, not {type(ddof).__name__}")
@@ -182,6 +188,15 @@ class _SpreadPlan:
         self.axes = normalize_axis(axis, x.ndim)
         self.divisor = count - float(ddof)  # <= 0: NumPy warns, and divides by 0
         results = math.prod(self.out_shape)
+        # One launch: float data in its own dtype, ddof 0 or 1, and a kernel to run (data, and
+        # more than one element per result or one result), on the axis kernels or a rung with
+        # the instances.
+        rung = cast(ReduceRung, _reduce.LADDER.resolve(method, "var") or _reduce.rungs.AUTO)
+        self.spread = None
+        if (x.dtype == self.result_dtype and x.dtype in _OUT_C_TYPES and ddof in SPREAD_DDOFS
+                and x.size and (count > 1 or results == 1)
+                and (results > 1 or rung.finishes_spreads)):
+            self.spread = spread(self.result_dtype, int(float(ddof)), name == "std")
         self.finish = None
         if results:
             parts = 2 if x.dtype.kind == "c" else 1
@@ -198,12 +213,15 @@ def _spread(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any,
     # launch).
     x = _input(x)
     plan = _cached(_layout_key(name, x, axis, dtype, keepdims, method, ddof, type(ddof)),
-                   lambda: _SpreadPlan(name, x, axis, dtype, keepdims, ddof))
+                   lambda: _SpreadPlan(name, x, axis, dtype, keepdims, ddof, method))
     if out is not None:
         prepare_out(out, plan.out_shape, plan.result_dtype, x.data.device_id, (x,),
                     casting="unsafe")
     if plan.divisor <= 0:
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
+    if plan.spread is not None:
+        # 2. Allocate and 3. launch: one reduction whose last write finishes the moments.
+        return _reduce._reduce("var", x, plan.axes, None, keepdims, method, out, plan.spread)
     # 2. Allocate and 3. launch: the moments, then one elementwise finish (which reads them in
     # order, whatever their shape).
     states = moment_states(x, plan.axes, keepdims, method, shaped=False)

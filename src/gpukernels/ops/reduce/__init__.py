@@ -38,12 +38,15 @@ from .rungs import LADDER
 __all__ = ["sum", "prod", "min", "max", "moments", "LADDER", "scratch_sizes"]
 
 
-def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str) -> tuple:
+def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
+          spread: numpy.dtype | None = None) -> tuple:
     """Validate a reduction of ``x`` and plan it: (result dtype, out shape, program or None,
     result buffer, direct launch or None). A program of None marks the inputs that need no
     kernel (empty inputs, reductions over length-1 axes only); a direct launch ``(call, shape,
     dtype, bytes, launch first)`` is a program of one launch into a new array of the result's
-    shape and dtype (built after the launch where ``launch first``: see LAUNCH_FIRST_BYTES)."""
+    shape and dtype (built after the launch where ``launch first``: see LAUNCH_FIRST_BYTES).
+    ``spread``: var's moments finished in their last write as this (:func:`.dtypes.spread`;
+    float data, a rung that ``finishes_spreads``)."""
     op = OPERATORS[operation]
     _device.check_alignment(x, "x")
     result_dtype = reduction_result_dtype(operation, x.dtype, dtype)
@@ -68,7 +71,7 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
     program = Program(x.dtype, scratch_sizes(multiprocessors))
     if full:
         read, acc = accumulator(op, x.dtype, result_dtype, rung.float32_sums_in_float64)
-        written = writes(op, read, acc, result_dtype, full=True)
+        written = writes(op, read, acc, result_dtype, full=True) if spread is None else spread
         dims = _axis.merge_axes([(length, stride, ()) for length, stride in zip(x.shape, strides)
                                  if length != 1])
         source = 0
@@ -88,7 +91,7 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
         source = 0
         if read != x.dtype:
             source, strides = program.copy(0, read), _axis.c_strides(x.shape)
-        written = writes(op, read, acc, result_dtype, full=False)
+        written = writes(op, read, acc, result_dtype, full=False) if spread is None else spread
         result = _axis.plan_partial(program, source, x.shape, strides, read, axes, op, acc,
                                     written, multiprocessors,
                                     functools.partial(resident_blocks, _axis.SOURCE))
@@ -97,7 +100,8 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
     direct = None
     if program.simple is not None and result == 1:
         call, _, written_dtype = program.simple
-        if written_dtype == result_dtype:
+        # (a spread as its float; dtype(None) is float64, so spread is tested first)
+        if written_dtype == result_dtype or (spread is not None and written_dtype == spread):
             direct = (call, out_shape, result_dtype, math.prod(out_shape) * result_dtype.itemsize,
                       x.nbytes >= LAUNCH_FIRST_BYTES)
     return result_dtype, out_shape, program, result, direct
@@ -131,8 +135,8 @@ def scratch_sizes(multiprocessors: int) -> tuple[int, int]:
 
 
 def _planned(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
-             out: Any = None, before_planning: Callable[[], None] | None = None
-             ) -> tuple[Any, tuple]:
+             out: Any = None, before_planning: Callable[[], None] | None = None,
+             spread: numpy.dtype | None = None) -> tuple[Any, tuple]:
     """``(x, plan)``: the plan of a reduction of the device array ``x`` (see :func:`_plan`),
     made and validated once per layout (a planned layout has passed every check: all the plan
     depends on is in its key). When a plan is made, a bad ``out`` is refused first, then
@@ -142,7 +146,7 @@ def _planned(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, meth
     try:
         key = (operation, x.shape, x.strides, x.dtype,
                axis if axis is None or type(axis) is int else _axis_key(axis), dtype, keepdims,
-               method, data.ptr % 16, data.device_id)
+               method, data.ptr % 16, data.device_id, spread)
         planned = PLANS.get(key)
     except TypeError:  # an unhashable axis or dtype (a list), or an axis of another type: plan
         # (and validate) every time
@@ -157,22 +161,23 @@ def _planned(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, meth
             x = _device.cupy.ascontiguousarray(x)  # strides the kernels cannot express
             key = None
         with x.device:
-            planned = _plan(operation, x, axis, dtype, keepdims, method)
+            planned = _plan(operation, x, axis, dtype, keepdims, method, spread)
         if key is not None:
             PLANS.put(key, planned)
     return x, planned
 
 
 def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method: str,
-            out: Any) -> Any:
+            out: Any, spread: numpy.dtype | None = None) -> Any:
     """The body shared by :func:`sum`, :func:`prod`, :func:`min` and :func:`max`, and by
     gpukernels.mean (its default dtypes), argmin and argmax, whose operators these kernels
-    also run."""
+    also run, and by var and std in one launch (``spread``, for inputs that need a kernel:
+    see :func:`_plan`)."""
     # 1. Validate, and plan once per layout.
     cupy = _device.cupy
     if cupy is None or type(x) is not cupy.ndarray:
         x = _device.as_device_array(x, "x")
-    x, planned = _planned(operation, x, axis, dtype, keepdims, method, out)
+    x, planned = _planned(operation, x, axis, dtype, keepdims, method, out, spread=spread)
     direct = planned[4]
     device = x.data.device_id
     if direct is not None and out is None and device == cupy.cuda.runtime.getDevice():

@@ -75,9 +75,10 @@ def _groups() -> None:
     # A group per operator and kernel, of every (source, accumulator, written) a plan can ask
     # for: the first pass reads the input's dtype and writes the result's or partials of the
     # accumulator; later passes (folds, groups of axes) read the accumulator. argmin and
-    # argmax reduce one axis: no groups of axes, no accumulator-to-accumulator pass.
+    # argmax reduce one axis: no groups of axes, no accumulator-to-accumulator pass. var's
+    # include its one-launch var and std of float data (dtypes.reachable's spreads).
     for operation, op in dtypes.OPERATORS.items():
-        triples = dtypes.reachable(operation, True, False)
+        triples = dtypes.reachable(operation, True, False, True)
         one_axis = op in dtypes.ARG_OPERATORS
         for kernel in KERNELS:
             instances = [kernel.instance(op, source, acc, out)

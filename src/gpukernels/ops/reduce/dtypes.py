@@ -17,7 +17,7 @@ from ..._core.axes import axis_index
 
 __all__ = ["OPERATORS", "ARG_OPERATORS", "EAGER_OPERATORS", "C_TYPES", "KERNEL_C_TYPES", "MOMENTS", "MEAN", "arg_accumulator", "reduction_result_dtype",
            "normalize_axis", "accumulator", "writes", "to_result", "reachable", "real_part",
-           "mean_result_dtype"]
+           "mean_result_dtype", "SPREAD_DDOFS", "spread", "storage"]
 
 #: The kernels' operator type of each reduction. ``var`` stands for the moments that var, std
 #: (and, in gpukernels.dask, mean) are finished from: its kernels write :data:`MOMENTS`.
@@ -59,11 +59,39 @@ def arg_accumulator(value: numpy.dtype) -> numpy.dtype:
 _ARG_VALUES = [d for d in C_TYPES if d.kind in "biuf" and d != numpy.dtype(numpy.float16)]
 #: mean's accumulator (``gk_mean``): the sum and the count, in float64.
 MEAN = numpy.dtype([("sum", numpy.float64), ("count", numpy.float64)])
-#: The C type of every dtype a reduction kernel reads, accumulates or writes.
-KERNEL_C_TYPES = {**C_TYPES, MOMENTS: "gk_moments", MEAN: "gk_mean",
-                  **{arg_accumulator(v): f"gk_arg<{C_TYPES[v]}>" for v in _ARG_VALUES}}
 I64, U64, F16, F32, F64 = (numpy.dtype(t) for t in (numpy.int64, numpy.uint64, numpy.float16,
                                                     numpy.float32, numpy.float64))
+#: The ddof values whose var and std of float data are one launch (the moments' last write
+#: finishes them: ``gk_spread`` in reduce/common.cuh); other requests finish in a second launch.
+SPREAD_DDOFS = (0, 1)
+
+
+def spread(result: numpy.dtype, ddof: int, root: bool) -> numpy.dtype:
+    """What a kernel writes as var (std where ``root``) with ``ddof`` in ``result``'s float
+    dtype: a structured dtype of that one field, so that its C type (``gk_spread<T, DDOF,
+    ROOT>``) follows from it; the result's array is allocated as ``result`` (:func:`storage`)."""
+    return numpy.dtype([(f"{'std' if root else 'var'}_ddof{ddof}", result)])
+
+
+_SPREADS = {spread(result, ddof, root):
+            f"gk_spread<{C_TYPES[result]}, {ddof}, {'true' if root else 'false'}>"
+            for result in (F16, F32, F64) for ddof in SPREAD_DDOFS for root in (False, True)}
+#: The C type of every dtype a reduction kernel reads, accumulates or writes.
+KERNEL_C_TYPES = {**C_TYPES, MOMENTS: "gk_moments", MEAN: "gk_mean",
+                  **{arg_accumulator(v): f"gk_arg<{C_TYPES[v]}>" for v in _ARG_VALUES},
+                  **_SPREADS}
+
+
+def storage(shape: tuple, dtype: numpy.dtype) -> tuple[tuple, numpy.dtype]:
+    """(shape, dtype) of the CuPy array a buffer of ``shape`` and ``dtype`` is allocated as:
+    var's and std's one-field results as that field's dtype; the other accumulators (CuPy
+    allocates no structured dtype) as their size in float64 words per element, in a trailing
+    axis."""
+    if dtype.fields is None:
+        return shape, dtype
+    if len(dtype.fields) == 1:
+        return shape, dtype[0]
+    return shape + (dtype.itemsize // 8,), F64
 
 
 @functools.lru_cache(maxsize=1024)
@@ -214,9 +242,12 @@ def to_result(total: Any, result_dtype: numpy.dtype) -> Any:
 
 
 @functools.cache
-def reachable(operation: str, float32_sums_in_float64: bool, full: bool) -> tuple:
+def reachable(operation: str, float32_sums_in_float64: bool, full: bool,
+              spreads: bool = False) -> tuple:
     """Every (read, accumulator, written) dtype triple a reduction can plan, over every input
-    dtype and every ``dtype=`` request NumPy accepts: the instance lists come from this."""
+    dtype and every ``dtype=`` request NumPy accepts: the instance lists come from this.
+    ``spreads``: var's also include its one-launch var and std of float data (float16, float32
+    and float64 read and written, :data:`SPREAD_DDOFS`)."""
     op = OPERATORS[operation]
     # min, max, argmin, argmax take no dtype=; gpukernels.mean sends dtype= requests to a sum
     requests = [None] if operation in ("min", "max", "argmin", "argmax", "mean") else \
@@ -234,6 +265,9 @@ def reachable(operation: str, float32_sums_in_float64: bool, full: bool) -> tupl
                 continue
             read, acc = accumulator(op, in_dtype, result, float32_sums_in_float64)
             triples.append((read, acc, writes(op, read, acc, result, full)))
+    if spreads and op == "MomentsOp":
+        triples += [(result, MOMENTS, spread(result, ddof, root)) for result in (F16, F32, F64)
+                    for ddof in SPREAD_DDOFS for root in (False, True)]
     return tuple(dict.fromkeys(triples))
 
 

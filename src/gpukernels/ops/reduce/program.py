@@ -16,6 +16,7 @@ import numpy
 
 from ..._core import device as _device
 from ..._core.launch import Array, StreamArray, stream_buffers
+from .dtypes import storage
 
 __all__ = ["Program", "COUNTER", "PARTIALS", "TICKETS", "SCRATCH_ITEM", "LAUNCH_FIRST_BYTES",
            "scratch", "empty"]
@@ -63,13 +64,9 @@ def scratch(partials: int, tickets: int) -> tuple:
 
 
 def empty(shape: tuple, dtype: numpy.dtype) -> Any:
-    """A new device array for a buffer of ``shape`` and ``dtype``; a structured accumulator
-    (mean's, var's moments, argmin's and argmax's: CuPy allocates no structured dtype) as its
-    size in float64 words per element, in a trailing axis."""
-    cupy = _device.cupy
-    if dtype.fields is not None:
-        return cupy.empty(shape + (dtype.itemsize // 8,), dtype=numpy.float64)
-    return cupy.ndarray(shape, dtype)  # cupy.empty without its Python frame
+    """A new device array for a buffer of ``shape`` and ``dtype``, allocated as
+    :func:`~.dtypes.storage` says (a structured accumulator as float64 words)."""
+    return _device.cupy.ndarray(*storage(shape, dtype))  # cupy.empty without its Python frame
 
 
 class Program:
@@ -139,9 +136,7 @@ class Program:
         if len(self.buffers) == 2 and len(steps) == 1 and self.buffers[1] is not None \
                 and not launches[0][2]:
             self.simple = (launches[0][1], *self.buffers[1])
-            shape, dtype = self.buffers[1]
-            if dtype.fields is not None:  # as empty() makes it
-                shape, dtype = shape + (dtype.itemsize // 8,), numpy.dtype(numpy.float64)
+            shape, dtype = storage(*self.buffers[1])
             self._new = (shape, dtype, math.prod(shape) * dtype.itemsize)
 
     def _itemsize(self, buffer: int, array: Any) -> int:

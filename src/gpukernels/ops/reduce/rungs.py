@@ -195,20 +195,23 @@ def plan_one_pass(program: Program, p: Problem) -> int:
 @dataclass(frozen=True, eq=False)
 class ReduceRung(Rung):
     """A rung of the reduction ladder; ``float32_sums_in_float64`` says whether its float32 sums
-    accumulate in float64 (see :func:`.dtypes.accumulator`)."""
+    accumulate in float64 (see :func:`.dtypes.accumulator`); ``finishes_spreads`` whether it has
+    the instances that write var and std of float data in its one launch (``gk_spread``)."""
 
     float32_sums_in_float64: bool = True
+    finishes_spreads: bool = False
 
 
 def _groups(kernel: str, block: Callable[[str], int], passes: Callable, eager: bool,
-            wide: bool = True, strided: bool = False) -> tuple:
+            wide: bool = True, strided: bool = False, spreads: bool = False) -> tuple:
     """A group per operator of the instances ``passes(read, acc, out)`` gives, over every
     (read, accumulator, written) triple that operator can plan (``wide``: float32 sums in
-    float64), in blocks of ``block(op)`` threads; with ``strided``, one_pass's grid-stride
-    instances too, for :func:`strided_kind` inputs."""
+    float64; ``spreads``: var and std in one launch, see :func:`.dtypes.reachable`), in blocks
+    of ``block(op)`` threads; with ``strided``, one_pass's grid-stride instances too, for
+    :func:`strided_kind` inputs."""
     groups = []
     for operation, op in dtypes.OPERATORS.items():
-        triples = dtypes.reachable(operation, wide, True)
+        triples = dtypes.reachable(operation, wide, True, spreads)
         instances = [_instance(kernel, op, source, acc, out, block(op))
                      for read, acc, written in triples
                      for source, out in passes(read, acc, written)]
@@ -243,8 +246,8 @@ LADDER = Ladder("reduce", (
                SOURCE, "reduce_one_pass",
                _groups("reduce_one_pass", one_pass_block,
                        lambda read, acc, written: ((read, written),), eager=True,
-                       strided=True),
-               plan_one_pass),
+                       strided=True, spreads=True),
+               plan_one_pass, finishes_spreads=True),
 ))
 #: ``method="auto"`` for full reductions.
 AUTO = LADDER["one_pass"]
