@@ -1,5 +1,5 @@
-// moments.cu - the last step of var and std.
-//
+// moments.cu - the last step of var and std where the reduction's last write does not take it
+// (complex or integer data, ddof other than 0 and 1, another result dtype, two_pass and shuffle).
 // The reduction kernels (reduce/reduce.cu, reduce/axis.cu with MomentsOp) leave, per result,
 // `parts` moments {count, mean, m2} in float64: one part for real data, two (the real and the
 // imaginary part) for complex data, whose variances add. This kernel divides the summed m2 by

@@ -135,9 +135,9 @@ struct MomentsOp {
 
 // var and std in one launch: the moments' last write (to_acc<gk_spread<...> >) divides m2 by
 // max(count - DDOF, 0) and, for std (ROOT), takes the square root, then rounds once to T
-// (float16, float32 or float64): the same double operations, so the same bits, as the two
-// launches of moments and moments/moments.cu's finish. A gk_spread is a T's bytes; the wrapper
-// allocates the result as T.
+// (float16, float32 or float64): the double operations of moments/moments.cu's finish, which
+// a second launch runs where this does not (complex or integer data, other ddof or dtype=).
+// A gk_spread is a T's bytes; the wrapper allocates the result as T.
 template <typename T, int DDOF, bool ROOT>
 struct gk_spread {
     T value;
