@@ -10,16 +10,8 @@
 //
 // One thread per result; the launch is a small share of a reduction's time (results are at
 // most as many as the elements read).
-#include "../common.cuh"
-
-template <typename Out>
-__device__ __forceinline__ Out gk_from_double(double x) { return static_cast<Out>(x); }
-template <>
-__device__ __forceinline__ gk_half gk_from_double<gk_half>(double x) {
-    gk_half h;
-    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(x));  // one rounding, as NumPy's cast
-    return h;
-}
+// gk_round_double: the one rounding to the result type that var's last write also makes
+#include "../reduce/common.cuh"
 
 template <typename Out, bool ROOT>
 __global__ void __launch_bounds__(256)
@@ -31,5 +23,5 @@ moments_finish(const double* __restrict__ states, Out* __restrict__ out, i64 res
     for (int p = 0; p < parts; ++p) m2 += states[(i * parts + p) * 3 + 2];
     double value = m2 / divisor;
     if (ROOT) value = sqrt(value);
-    out[i] = gk_from_double<Out>(value);
+    out[i] = gk_round_double<Out>(value);
 }
