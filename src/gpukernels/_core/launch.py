@@ -435,7 +435,10 @@ class KernelCall:
         The memory is taken from CuPy's allocator before the launch and the array built around
         it after: a call's kernel reaches the GPU sooner by the ndarray's construction (2.5-2.9
         us of the 3.8-4.0 that ``cupy.ndarray(shape, dtype)`` takes on an H100 host, where the
-        allocator's part is 1.2-1.6; benchmarks/NOTES.md, item 168).
+        allocator's part is 1.2-1.6; benchmarks/NOTES.md, item 168). The two steps together
+        take about 1 us more host time than ``cupy.ndarray``, which is what a call on a tiny
+        input costs: the reductions take this path only from their LAUNCH_FIRST_BYTES of input
+        (item 172).
         """
         cupy = _device.cupy
         if self._function is None:  # a test's stand-in: CuPy's call takes arrays
