@@ -191,20 +191,10 @@ template <>
 struct ToAcc<gk_mean, gk_mean> {
     static __device__ __forceinline__ gk_mean apply(gk_mean m) { return m; }
 };
-template <>
-struct ToAcc<double, gk_mean> {
-    static __device__ __forceinline__ double apply(gk_mean m) { return m.sum / m.count; }
-};
-template <>
-struct ToAcc<float, gk_mean> {
-    static __device__ __forceinline__ float apply(gk_mean m) { return (float)(m.sum / m.count); }
-};
-template <>
-struct ToAcc<gk_half, gk_mean> {
-    static __device__ __forceinline__ gk_half apply(gk_mean m) {
-        gk_half h;
-        asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(m.sum / m.count));
-        return h;
+template <typename T>  // the result (float16, float32 or float64): one rounding of the quotient
+struct ToAcc<T, gk_mean> {
+    static __device__ __forceinline__ T apply(gk_mean m) {
+        return gk_round_double<T>(m.sum / m.count);
     }
 };
 
