@@ -95,15 +95,20 @@ def test_single_pass_capacity_covers_every_tile():
 
 
 @pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
-@pytest.mark.parametrize("inner", [1, 2, 4, 8, 16, 32])
+@pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 8, 16, 17, 24, 31, 32])
 def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner):
     dtype = numpy.dtype(dtype)
     p = rungs.Problem("SumOp", dtype, 1000, 7 * inner, inner)
+    assert rungs.is_narrow(inner)
     launch = rungs.plan_columns(p).steps[0].launch
     warps, items = rungs.narrow_geometry(dtype)
     assert launch.block[0] == 32 * warps and 1 <= items <= rungs.NARROW_MAX_ITEMS
-    assert launch.grid[0] * launch.block[0] * items >= p.n * p.rows
-    assert (launch.block[0] * items) % inner == 0  # whole rows in a tile
+    # whole rows in a tile, a row to a power of two of lanes at least inner, each lane a run
+    tile_rows = rungs.narrow_tile_rows(dtype, inner)
+    lanes = 1 << (inner - 1).bit_length()
+    assert lanes >= inner > lanes // 2 and tile_rows == launch.block[0] // lanes * items
+    assert launch.grid[0] * tile_rows * inner >= p.n * p.rows > (launch.grid[0] - 1) * tile_rows * inner
+    assert (tile_rows * inner * dtype.itemsize) % 16 == 0  # tiles start on whole words
     # the buffer holds the outputs, whole 16-byte words with a word of padding after every
     # eight; with the static shared memory it stays within sm_75's 64 KiB a block
     out = rungs.accumulator(dtype)[1].itemsize
@@ -123,11 +128,13 @@ def test_wide_columns_take_no_dynamic_shared_memory():
         assert step.scratch >= step.launch.grid[0]
 
 
-@pytest.mark.parametrize("inner", [3, 24, 33, 100, 224, 225, 1000])
+@pytest.mark.parametrize("inner", [33, 40, 100, 224, 225, 1000])
 def test_wide_columns_look_back_by_groups_where_chunks_are_few(inner):
-    # fewer than COLUMNS_GROUPED_CHUNKS chunks of 32 columns: the grouped instances, whose
-    # scratch has a flag and values per column of every tile, as the walking ones
+    # past 32 columns (narrow's): fewer than COLUMNS_GROUPED_CHUNKS chunks of 32 columns take
+    # the grouped instances, whose scratch has a flag and values per column of every tile, as
+    # the walking ones
     dtype = numpy.dtype("float32")
+    assert not rungs.is_narrow(inner)
     chunks = -(-inner // 32)
     p = rungs.Problem("SumOp", dtype, 5000, 3 * inner, inner)
     step = rungs.plan_columns(p).steps[0]
@@ -352,15 +359,20 @@ def test_scans_along_an_axis(operation, method, dtype, shape, axis, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("operation", OPERATIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("inner", [2, 8, 16, 32])
+@pytest.mark.parametrize("inner", [2, 3, 8, 16, 17, 24, 32])
 def test_narrow_column_scans_of_every_dtype(operation, dtype, inner, rng):
-    # columns' narrow path on every dtype's tile geometry (narrow_geometry): many tiles, the
-    # last one partial, and scans that begin inside a tile (several along axis 1); outputs
-    # poisoned, so an element left unwritten shows
+    # columns' narrow path on every dtype's tile geometry (narrow_geometry), with every lane
+    # working (a power of two of columns) and with lanes idle (3, 17, 24: a row takes 4, 32
+    # and 32 lanes): many tiles, the last one partial, and scans that begin inside a tile
+    # (several along axis 1); outputs poisoned, so an element left unwritten, or one written
+    # past a tile's last row, shows
     for shape, axis in (((20011, inner), 0), ((3, 4099, inner), 1)):
         x = _data(operation, shape, dtype, rng, shape[axis])
         out = poisoned(shape, reduction_result_dtype(operation, dtype, None))
-        got = getattr(gk, operation)(cupy.asarray(x), axis=axis, method="columns", out=out)
+        with record_launches() as launches:
+            got = getattr(gk, operation)(cupy.asarray(x), axis=axis, method="columns", out=out)
+        assert [launch.instance for launch in launches] == [
+            rungs._columns_instance(rungs.OPERATORS[operation], dtype, True)]
         _compare(got, x, operation, axis=axis)
 
 
@@ -369,15 +381,16 @@ def test_narrow_column_scans_of_every_dtype(operation, dtype, inner, rng):
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "float32", "float16", "float64",
                                    "complex128"])
 def test_wide_column_scans_on_both_look_backs(operation, dtype, rng):
-    # columns' wide path: fewer than COLUMNS_GROUPED_CHUNKS chunks of 32 columns look back by
-    # groups of 32 tiles along each column's chain ((20011, 3): 157 row tiles, five groups;
-    # (3, 9001, 24) along axis 1: a chain per leading index; 224 columns: seven chunks), more
-    # walk back a tile at a time (230 columns: eight chunks; 1100: 35); outputs poisoned, so
-    # an element left unwritten shows, and a second call gives the same bits
+    # columns' wide path (past 32 columns): fewer than COLUMNS_GROUPED_CHUNKS chunks of 32
+    # columns look back by groups of 32 tiles along each column's chain ((20011, 40): 157 row
+    # tiles, five groups; (3, 9001, 56) along axis 1: a chain per leading index; 224 columns:
+    # seven chunks), more walk back a tile at a time (230 columns: eight chunks; 1100: 35);
+    # outputs poisoned, so an element left unwritten shows, and a second call gives the same
+    # bits
     dtype = numpy.dtype(dtype)
     assert -(-224 // 32) < rungs.COLUMNS_GROUPED_CHUNKS <= -(-230 // 32)
-    for shape, axis in (((20011, 3), 0), ((3, 9001, 24), 1), ((4500, 224), 0), ((4500, 230), 0),
-                        ((700, 1100), 0)):
+    for shape, axis in (((20011, 40), 0), ((3, 9001, 56), 1), ((4500, 224), 0),
+                        ((4500, 230), 0), ((700, 1100), 0)):
         x = _data(operation, shape, dtype, rng, shape[axis])
         out = poisoned(shape, reduction_result_dtype(operation, dtype, None))
         with record_launches() as launches:

@@ -1134,24 +1134,24 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // COLUMNS_GROUPED_CHUNKS) that predecessor is still running, and instances with GROUPED take
 // look_back's groups along each column instead (gk_columns_group_look_back). Columns past inner
 // idle.
-// Narrow arrays (inner a power of two up to 32: instances with NARROW) take another path,
-// gk_columns_narrow below: their rows are short, so a tile of consecutive whole rows is
-// contiguous memory.
+// Narrow arrays (inner up to 32: instances with NARROW) take another path, gk_columns_narrow
+// below: their rows are short, so a tile of consecutive whole rows is contiguous memory.
 // Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.52-0.54
 // (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.48 (0.123 ms) on the narrow path with
 // 16 x 24 tiles and one look-back per tile (0.30 with blocked's 8 x 16 and a look-back per
 // column, 0.08 before the narrow path, half the lanes idle; cupy.cumsum 0.04, torch.cumsum
-// 371 ms) (benchmarks/NOTES.md, items 73, 127 and 128).
+// 371 ms) (benchmarks/NOTES.md, items 73, 127 and 128); with lanes idle, (2^20, 24) 0.30 and
+// (2^22, 3) 0.35 (0.19 and 0.03 on the wide path, which took them before; item 174).
 // ---------------------------------------------------------------------------------------------
 
-// The columns rung on narrow arrays, inner = C a power of two up to 32: a tile is BLOCK x ITEMS
-// consecutive elements (ITEMS: the instance's ROWS; the host's narrow_geometry takes 16 warps
-// of up to 24 where their outputs fit sm_75's 64 KiB of shared memory, blocked's tile
-// otherwise), 1/C of them per column, loaded and stored as blocked does (16-byte words striped
+// The columns rung on narrow arrays, inner = C up to 32. A row of the tile takes CP lanes, C
+// rounded up to a power of two (lanes past C idle: none where C is a power of two); a tile is
+// BLOCK / CP x ITEMS whole rows (ITEMS: the instance's ROWS; the host's narrow_geometry takes
+// 16 warps of up to 24 where their outputs fit sm_75's 64 KiB of shared memory, blocked's tile
+// otherwise), consecutive elements, loaded and stored as blocked does (16-byte words striped
 // across the threads, staged in the padded buffer, dynamic shared memory).
-// Thread t takes column t % C and ITEMS consecutive rows of it, so every lane works; the
-// threads of a column scan across the warp by shuffles of C, 2C, ... lanes and across warps
-// through `totals`. The tile looks back once for all its columns: one flag per tile, each
+// Thread t takes column t % CP and ITEMS consecutive rows of it; the threads of a column scan
+// across the warp by shuffles of CP, 2 CP, ... lanes and across warps through `totals`. The tile looks back once for all its columns: one flag per tile, each
 // column's values in its own slice of the scratch (values + c * capacity * 48); warp 0 waits
 // for the flags and warp w folds columns w, w + WARPS, ... in look_back's grouped,
 // deterministic order (a look-back per column, each polling its own flags, had every tile
@@ -1172,18 +1172,21 @@ __device__ __forceinline__ void gk_columns_narrow(
     typedef gk_segment<Acc> Segment;
     uint4* const in_words = buffer + (OUT_SLOTS - IN_SLOTS);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int shift = C <= 1 ? 0 : 32 - __clz(C - 1), CP = 1 << shift;  // CP lanes a row
+    const int tile_rows = (BLOCK >> shift) * ITEMS;  // whole words: ITEMS is whole words
     const i64 total = n * rows;  // rows = the scans, outer x C
-    const i64 base = tile * (i64)(BLOCK * ITEMS);
-    gk_stage_tile<In, BLOCK, IN_WORDS>(in, in_words, base, total, n, 1, tid);  // contiguous
+    const i64 row_count = total / C;
+    const i64 base = tile * tile_rows * C;
+    const i64 end = min(total, base + (i64)tile_rows * C);  // the tile's elements end here
+    gk_stage_tile<In, BLOCK, IN_WORDS>(in, in_words, base, end, n, 1, tid);  // contiguous
     __syncthreads();
 
     // This thread's run: column `column`, rows first_row .. first_row + ITEMS - 1 of the
-    // outer x n rows, `valid` of them before the end, `starts` those that begin a scan.
-    const int shift = __ffs(C) - 1;
-    const int column = tid & (C - 1), group = tid >> shift;
-    const i64 row_count = total >> shift;
-    const i64 first_row = (base >> shift) + (i64)group * ITEMS;
-    const int valid = first_row >= row_count ? 0
+    // outer x n rows, `valid` of them before the end (none for an idle lane), `starts` those
+    // that begin a scan.
+    const int column = tid & (CP - 1), group = tid >> shift;
+    const i64 first_row = tile * tile_rows + (i64)group * ITEMS;
+    const int valid = column >= C || first_row >= row_count ? 0
                     : (row_count - first_row < ITEMS ? (int)(row_count - first_row) : ITEMS);
     unsigned starts = 0;
     if (valid > 0) {
@@ -1195,7 +1198,7 @@ __device__ __forceinline__ void gk_columns_narrow(
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
         if (k < valid) {
-            const int i = ((group * ITEMS + k) << shift) + column;  // the tile's element i
+            const int i = (group * ITEMS + k) * C + column;  // the tile's element i
             const Acc x = to_acc<Acc>(tile_in[gk_padded_slot(i / IN_PER_WORD) * IN_PER_WORD +
                                               i % IN_PER_WORD]);
             run.value = (starts >> k) & 1 ? x : Op::combine(run.value, x);
@@ -1203,9 +1206,9 @@ __device__ __forceinline__ void gk_columns_narrow(
     }
     run.start = starts != 0;
 
-    // The runs of a column scanned across the warp (lanes C apart), then the warps' totals.
+    // The runs of a column scanned across the warp (lanes CP apart), then the warps' totals.
     Segment inclusive = run;
-    for (int d = C; d < 32; d *= 2) {
+    for (int d = CP; d < 32; d *= 2) {
         Segment left;
         left.value = gk_shfl_up(inclusive.value, d);
         left.start = __shfl_up_sync(0xffffffffu, inclusive.start, d);
@@ -1213,14 +1216,14 @@ __device__ __forceinline__ void gk_columns_narrow(
     }
     Segment before = gk_segment_identity<Op, Acc>();
     {
-        const Acc value = gk_shfl_up(inclusive.value, C & 31);
-        const int start = __shfl_up_sync(0xffffffffu, inclusive.start, C & 31);
-        if (lane >= C) {
+        const Acc value = gk_shfl_up(inclusive.value, CP & 31);
+        const int start = __shfl_up_sync(0xffffffffu, inclusive.start, CP & 31);
+        if (lane >= CP) {
             before.value = value;
             before.start = start;
         }
     }
-    if (lane >= 32 - C) {
+    if (lane >= 32 - CP) {  // (an idle lane's column, past C, is never read)
         totals[warp][column] = inclusive.value;
         total_starts[warp][column] = inclusive.start;
     }
@@ -1232,7 +1235,7 @@ __device__ __forceinline__ void gk_columns_narrow(
         t.start = total_starts[v][column];
         running = gk_segment_combine<Op>(running, t);
     }
-    if (lane >= C) running = gk_segment_combine<Op>(running, before);
+    if (lane >= CP) running = gk_segment_combine<Op>(running, before);
 
     // One look-back for the tile, all columns at once: the columns' aggregates are published
     // behind one flag per tile (a scan starts in a tile in every column or in none), warp 0
@@ -1241,7 +1244,7 @@ __device__ __forceinline__ void gk_columns_narrow(
     __shared__ Segment column_aggregates[32], column_before[32], column_through[32];
     __shared__ unsigned group_starts;
     __shared__ i64 nearest_q;
-    const bool continues = (base >> shift) % n != 0;
+    const bool continues = tile * tile_rows % n != 0;
     const i64 tile_group = tile / 32;
     const int position = (int)(tile % 32);
     const bool last = position == 31;
@@ -1323,14 +1326,15 @@ __device__ __forceinline__ void gk_columns_narrow(
         __syncthreads();
         if (last && tid == 0) gk_set_flag(flags, tile, own + group_bits + GK_INCLUSIVE);
     }
-    const Acc tile_prefix = continues ? prefix_shared[column] : Op::template identity<Acc>();
+    const Acc tile_prefix = continues && column < C ? prefix_shared[column]
+                                                    : Op::template identity<Acc>();
 
     // The run again, after its prefix: read again (every thread's, before outputs wider than
     // the inputs overwrite them), into the buffer element by element, then stored in words.
     In held[ITEMS];
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
-        const int i = ((group * ITEMS + k) << shift) + column;
+        const int i = (group * ITEMS + k) * C + column;
         if (k < valid) held[k] = tile_in[gk_padded_slot(i / IN_PER_WORD) * IN_PER_WORD +
                                          i % IN_PER_WORD];
     }
@@ -1342,14 +1346,14 @@ __device__ __forceinline__ void gk_columns_narrow(
             const bool start = (starts >> k) & 1;
             running.value = start ? x : Op::combine(running.value, x);
             running.start |= start;
-            const int i = ((group * ITEMS + k) << shift) + column;
+            const int i = (group * ITEMS + k) * C + column;
             reinterpret_cast<Out*>(buffer + gk_padded_slot(i / OUT_PER_WORD))[i % OUT_PER_WORD] =
                 to_acc<Out>(running.start ? running.value
                                           : Op::combine(tile_prefix, running.value));
         }
     }
     __syncthreads();
-    gk_store_tile<Out, BLOCK, OUT_WORDS>(buffer, out, base, total, n, 1, tid);
+    gk_store_tile<Out, BLOCK, OUT_WORDS>(buffer, out, base, end, n, 1, tid);
 }
 
 // The narrow path's threads per SM: its registers are capped so that blocks of this many
@@ -1360,7 +1364,7 @@ constexpr int NARROW_THREADS_PER_SM = 1024;
 // COLUMNS_GROUPED_CHUNKS: instances with GROUPED). There a tile's predecessor in its column was
 // claimed just before it and is still looking back itself, and walking back a tile at a time
 // to the nearest inclusive prefix made each column's chain serial ((2^20, 24) float32 along
-// axis 0: 0.05 of a copy, 183 ns a tile). With more chunks that predecessor is as many claims
+// axis 0, which took this path then: 0.05 of a copy, 183 ns a tile). With more chunks that predecessor is as many claims
 // older and has usually published its inclusive prefix: one step back, where the groups cost
 // a dozen round trips a tile. This is look_back's grouped look-back along each column's chain
 // (tiles `stride` apart, `position` along it), by warp 0 whole, lane c for column c of the
@@ -1482,7 +1486,7 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     gk_claim_tile(control, tile_shared, epoch_shared);
     const i64 tile = tile_shared;
     const u64 epoch = epoch_shared;
-    if constexpr (NARROW) {  // the host sends only inner = 1, 2, 4, 8, 16 or 32 here
+    if constexpr (NARROW) {  // the host sends only inner of at most 32 here
         gk_columns_narrow<Op, In, Acc, Out, WARPS * 32, ROWS>(
             in, out, n, rows, (int)inner, tile, epoch, flags, values, capacity, gk_narrow_tile,
             warp_totals, warp_starts, prefix_shared);

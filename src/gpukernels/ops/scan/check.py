@@ -70,9 +70,9 @@ def make_reference(operation: str) -> Callable[..., tuple]:
 # --- the benchmark ------------------------------------------------------------------------------
 
 #: Scans along an axis: the issue's column case, both axes of a square matrix, many short rows,
-#: and columns that are few and not a power of two (the columns rung's grouped look-back).
+#: and few columns that are not a power of two (24; xyz coordinates).
 AXIS_CASES = (((2**20, 16), 0), ((8192, 8192), 0), ((8192, 8192), 1), ((2**20, 16), 1),
-              ((2**20, 24), 0))
+              ((2**20, 24), 0), ((2**22, 3), 0))
 
 
 def _main_cases(operation: str, quick: bool) -> list:

@@ -340,9 +340,17 @@ def _columns_instance(op: str, read: numpy.dtype, narrow: bool, grouped: bool = 
 
 
 def is_narrow(inner: int) -> bool:
-    """Whether columns takes its narrow path: ``inner`` a power of two up to 32, so a tile of
-    whole rows is contiguous (scan.cu, gk_columns_narrow)."""
-    return inner <= 32 and inner & (inner - 1) == 0
+    """Whether columns takes its narrow path: ``inner`` up to 32, so that a tile of whole rows
+    is contiguous (scan.cu, gk_columns_narrow)."""
+    return inner <= 32
+
+
+def narrow_tile_rows(dtype: numpy.dtype, inner: int) -> int:
+    """Rows of ``inner`` elements in a narrow tile: a row takes ``inner`` rounded up to a power
+    of two of the block's threads (the lanes past ``inner`` idle), each thread a run of
+    :func:`narrow_geometry`'s items."""
+    warps, items = narrow_geometry(dtype)
+    return 32 * warps // (1 << (inner - 1).bit_length()) * items
 
 
 def narrow_shared_bytes(dtype: numpy.dtype) -> int:
@@ -352,14 +360,14 @@ def narrow_shared_bytes(dtype: numpy.dtype) -> int:
 
 
 def plan_columns(p: Problem) -> Plan:
-    """One launch. Narrow arrays (see :func:`is_narrow`): tiles of consecutive elements
-    (:func:`narrow_geometry`), whole rows of every column, one chain of tiles (a flag per
-    tile) with each column's values in a slice of the scratch.
+    """One launch. Narrow arrays (see :func:`is_narrow`): tiles of consecutive elements,
+    :func:`narrow_tile_rows` whole rows of every column, one chain of tiles (a flag per tile)
+    with each column's values in a slice of the scratch.
     Others: a tile per (axes before, chunk of 32 columns, COLUMN_WARPS x COLUMN_ROWS rows),
     numbered column chunk fastest."""
     if is_narrow(p.inner):
-        warps, items = narrow_geometry(p.dtype)
-        tiles = ceil_div(p.n * p.rows, 32 * warps * items)
+        warps = narrow_geometry(p.dtype)[0]
+        tiles = ceil_div(p.n * p.rows, narrow_tile_rows(p.dtype, p.inner) * p.inner)
         per_column = capacity_for(tiles)
         return Plan([Step(Launch(SOURCE, _columns_instance(p.op, p.dtype, True), (tiles, 1, 1),
                                  (32 * warps, 1, 1), narrow_shared_bytes(p.dtype)),
