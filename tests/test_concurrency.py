@@ -26,7 +26,6 @@ from edges_helpers import (
 from gpukernels._core import compile as _compile
 from gpukernels._core import device as _device
 from gpukernels._core import launch as _launch
-from gpukernels.ops.reduce.program import LAUNCH_FIRST_BYTES
 from gpukernels.validation import poisoned
 
 cupy = pytest.importorskip("cupy")
@@ -414,11 +413,9 @@ def _new_result_cases():
            (lambda rng: (data((100_003,), numpy.float32, rng),)),
            lambda x: numpy.cumsum(x, dtype=numpy.float64).astype(numpy.float32))
     # Reductions of one launch build their result after it from LAUNCH_FIRST_BYTES of input
-    # (64 KiB)
+    # (8 MiB)
     yield ("sum", lambda x, out=None: gk.sum(x, out=out),
            (lambda rng: (data((2**21 + 3,), numpy.float32, rng),)), numpy.sum)
-    yield ("sum of LAUNCH_FIRST_BYTES", lambda x, out=None: gk.sum(x, out=out),
-           (lambda rng: (data((LAUNCH_FIRST_BYTES // 4,), numpy.float32, rng),)), numpy.sum)
     yield ("sum along axis 1", lambda x, out=None: gk.sum(x, axis=1, out=out),
            (lambda rng: (data((8192, 257), numpy.float32, rng),)),
            lambda x: numpy.sum(x, axis=1))

@@ -38,11 +38,10 @@ class _Scratch:
 COUNTER, PARTIALS, TICKETS = _Scratch("COUNTER", 0), _Scratch("PARTIALS", 1), _Scratch("TICKETS", 2)
 SCRATCH_ITEM = 24  # bytes per partial: room for the widest accumulator (var's moments)
 #: From this many input bytes a one-launch program's result is built after its launch
-#: (KernelCall.into_new): the kernel then starts 2-4 us sooner per call, and the launch's own
-#: latency and the kernel outlast the array's construction. On tiny inputs (the 1000 elements
-#: of a host-time loop) the host's time is what a call costs, and into_new's takes about 1 us
-#: more than cupy.ndarray's (benchmarks/NOTES.md, items 172 and 175).
-LAUNCH_FIRST_BYTES = 1 << 16
+#: (KernelCall.into_new): the kernel then starts 2-4 us sooner per call, and it outlasts the
+#: array's construction. On smaller inputs the host's time is what a call costs, and
+#: into_new's takes about 1 us more than cupy.ndarray's (benchmarks/NOTES.md, item 172).
+LAUNCH_FIRST_BYTES = 1 << 23
 
 
 def scratch(partials: int, tickets: int) -> tuple:
