@@ -107,8 +107,9 @@ def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner
     tile_rows = rungs.narrow_tile_rows(dtype, inner)
     lanes = 1 << (inner - 1).bit_length()
     assert lanes >= inner > lanes // 2 and tile_rows == launch.block[0] // lanes * items
-    assert launch.grid[0] * tile_rows * inner >= p.n * p.rows > (launch.grid[0] - 1) * tile_rows * inner
-    assert (tile_rows * inner * dtype.itemsize) % 16 == 0  # tiles start on whole words
+    tile_elements = tile_rows * inner
+    assert launch.grid[0] * tile_elements >= p.n * p.rows > (launch.grid[0] - 1) * tile_elements
+    assert (tile_elements * dtype.itemsize) % 16 == 0  # tiles start on whole words
     # the buffer holds the outputs, whole 16-byte words with a word of padding after every
     # eight; with the static shared memory it stays within sm_75's 64 KiB a block
     out = rungs.accumulator(dtype)[1].itemsize

@@ -1151,11 +1151,12 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // otherwise), consecutive elements, loaded and stored as blocked does (16-byte words striped
 // across the threads, staged in the padded buffer, dynamic shared memory).
 // Thread t takes column t % CP and ITEMS consecutive rows of it; the threads of a column scan
-// across the warp by shuffles of CP, 2 CP, ... lanes and across warps through `totals`. The tile looks back once for all its columns: one flag per tile, each
-// column's values in its own slice of the scratch (values + c * capacity * 48); warp 0 waits
-// for the flags and warp w folds columns w, w + WARPS, ... in look_back's grouped,
-// deterministic order (a look-back per column, each polling its own flags, had every tile
-// send C times the flag reads to the L2).
+// across the warp by shuffles of CP, 2 CP, ... lanes and across warps through `totals`. The
+// tile looks back once for all its columns: one flag per tile, each column's values in its
+// own slice of the scratch (values + c * capacity * 48); warp 0 waits for the flags and warp w
+// folds columns w, w + WARPS, ... in look_back's grouped, deterministic order (a look-back
+// per column, each polling its own flags, had every tile send C times the flag reads to the
+// L2).
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
 __device__ __forceinline__ void gk_columns_narrow(
         const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, int C, i64 tile,
@@ -1362,18 +1363,18 @@ constexpr int NARROW_THREADS_PER_SM = 1024;
 
 // The wide path's look-back where column chunks are few (fewer than the host's
 // COLUMNS_GROUPED_CHUNKS: instances with GROUPED). There a tile's predecessor in its column was
-// claimed just before it and is still looking back itself, and walking back a tile at a time
-// to the nearest inclusive prefix made each column's chain serial ((2^20, 24) float32 along
-// axis 0, which took this path then: 0.05 of a copy, 183 ns a tile). With more chunks that predecessor is as many claims
-// older and has usually published its inclusive prefix: one step back, where the groups cost
-// a dozen round trips a tile. This is look_back's grouped look-back along each column's chain
-// (tiles `stride` apart, `position` along it), by warp 0 whole, lane c for column c of the
-// chunk (`active` where it exists): one flag a tile (at slot tile * 32), each column's values
-// in its lane's slot; the flags of the group's tiles before this one waited for a lane each,
-// their aggregates folded left to right with eight loads in flight; Q_{g-1} from the nearest
-// published Q (gk_nearest_q's search, over this chain's group ends) and the group totals after
-// it. Returns the tile's exclusive prefix (identity at position 0). Deterministic: each value
-// is defined once, as in look_back.
+// claimed just before it and is still looking back itself, and walking back a tile at a time to
+// the nearest inclusive prefix made each column's chain serial ((2^20, 24) float32 along axis 0,
+// which took this path then: 0.05 of a copy, 183 ns a tile). With more chunks that predecessor is
+// as many claims older and has usually published its inclusive prefix: one step back, where the
+// groups cost a dozen round trips a tile. This is look_back's grouped look-back along each
+// column's chain (tiles `stride` apart, `position` along it), by warp 0 whole, lane c for column c
+// of the chunk (`active` where it exists): one flag a tile (at slot tile * 32), each column's
+// values in its lane's slot; the flags of the group's tiles before this one waited for a lane
+// each, their aggregates folded left to right with eight loads in flight; Q_{g-1} from the nearest
+// published Q (gk_nearest_q's search, over this chain's group ends) and the group totals after it.
+// Returns the tile's exclusive prefix (identity at position 0). Deterministic: each value is
+// defined once, as in look_back.
 template <typename Op, typename Acc>
 __device__ Acc gk_columns_group_look_back(u64* flags, char* values, i64 capacity, i64 tile,
                                           i64 stride, i64 position, bool active, Acc aggregate,
