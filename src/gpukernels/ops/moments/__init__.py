@@ -31,6 +31,7 @@ from ..._core.launch import PLANS, Array, KernelCall, Launch, ceil_div, finish_o
 from .. import reduce as _reduce
 from ..reduce.dtypes import (
     SPREAD_DDOFS,
+    SPREAD_RESULTS,
     mean_result_dtype,
     normalize_axis,
     real_part,
@@ -193,7 +194,7 @@ class _SpreadPlan:
         # the instances.
         rung = cast(ReduceRung, _reduce.LADDER.resolve(method, "var") or _reduce.rungs.AUTO)
         self.spread = None
-        if (x.dtype == self.result_dtype and x.dtype in _OUT_C_TYPES and ddof in SPREAD_DDOFS
+        if (x.dtype == self.result_dtype and x.dtype in SPREAD_RESULTS and ddof in SPREAD_DDOFS
                 and x.size and (count > 1 or results == 1)
                 and (results > 1 or rung.finishes_spreads)):
             self.spread = spread(self.result_dtype, int(float(ddof)), name == "std")

@@ -17,7 +17,7 @@ from ..._core.axes import axis_index
 
 __all__ = ["OPERATORS", "ARG_OPERATORS", "EAGER_OPERATORS", "C_TYPES", "KERNEL_C_TYPES", "MOMENTS", "MEAN", "arg_accumulator", "reduction_result_dtype",
            "normalize_axis", "accumulator", "writes", "to_result", "reachable", "real_part",
-           "mean_result_dtype", "SPREAD_DDOFS", "spread", "storage"]
+           "mean_result_dtype", "SPREAD_RESULTS", "SPREAD_DDOFS", "spread", "storage"]
 
 #: The kernels' operator type of each reduction. ``var`` stands for the moments that var, std
 #: (and, in gpukernels.dask, mean) are finished from: its kernels write :data:`MOMENTS`.
@@ -61,8 +61,10 @@ _ARG_VALUES = [d for d in C_TYPES if d.kind in "biuf" and d != numpy.dtype(numpy
 MEAN = numpy.dtype([("sum", numpy.float64), ("count", numpy.float64)])
 I64, U64, F16, F32, F64 = (numpy.dtype(t) for t in (numpy.int64, numpy.uint64, numpy.float16,
                                                     numpy.float32, numpy.float64))
-#: The ddof values whose var and std of float data are one launch (the moments' last write
-#: finishes them: ``gk_spread`` in reduce/common.cuh); other requests finish in a second launch.
+#: The result dtypes and ddof values whose var and std are one launch (float data in its own
+#: dtype: the moments' last write finishes them, ``gk_spread`` in reduce/common.cuh); other
+#: requests finish in a second launch.
+SPREAD_RESULTS = (F16, F32, F64)
 SPREAD_DDOFS = (0, 1)
 
 
@@ -73,9 +75,12 @@ def spread(result: numpy.dtype, ddof: int, root: bool) -> numpy.dtype:
     return numpy.dtype([(f"{'std' if root else 'var'}_ddof{ddof}", result)])
 
 
+#: (result, ddof, root) of every one-launch var and std
+_SPREAD_KINDS = tuple((result, ddof, root) for result in SPREAD_RESULTS for ddof in SPREAD_DDOFS
+                      for root in (False, True))
 _SPREADS = {spread(result, ddof, root):
             f"gk_spread<{C_TYPES[result]}, {ddof}, {'true' if root else 'false'}>"
-            for result in (F16, F32, F64) for ddof in SPREAD_DDOFS for root in (False, True)}
+            for result, ddof, root in _SPREAD_KINDS}
 #: The C type of every dtype a reduction kernel reads, accumulates or writes.
 KERNEL_C_TYPES = {**C_TYPES, MOMENTS: "gk_moments", MEAN: "gk_mean",
                   **{arg_accumulator(v): f"gk_arg<{C_TYPES[v]}>" for v in _ARG_VALUES},
@@ -266,8 +271,8 @@ def reachable(operation: str, float32_sums_in_float64: bool, full: bool,
             read, acc = accumulator(op, in_dtype, result, float32_sums_in_float64)
             triples.append((read, acc, writes(op, read, acc, result, full)))
     if spreads and op == "MomentsOp":
-        triples += [(result, MOMENTS, spread(result, ddof, root)) for result in (F16, F32, F64)
-                    for ddof in SPREAD_DDOFS for root in (False, True)]
+        triples += [(result, MOMENTS, spread(result, ddof, root))
+                    for result, ddof, root in _SPREAD_KINDS]
     return tuple(dict.fromkeys(triples))
 
 

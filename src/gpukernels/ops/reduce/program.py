@@ -40,7 +40,8 @@ SCRATCH_ITEM = 24  # bytes per partial: room for the widest accumulator (var's m
 #: From this many input bytes a one-launch program's result is built after its launch
 #: (KernelCall.into_new): the kernel then starts 2-4 us sooner per call, and it outlasts the
 #: array's construction. On smaller inputs the host's time is what a call costs, and
-#: into_new's takes about 1 us more than cupy.ndarray's (benchmarks/NOTES.md, item 172).
+#: into_new's takes about 1 us more than cupy.ndarray's (benchmarks/NOTES.md, item 172); from
+#: 64 KiB it moved per-call time by less than the noise (item 175).
 LAUNCH_FIRST_BYTES = 1 << 23
 
 
