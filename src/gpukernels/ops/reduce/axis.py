@@ -78,7 +78,7 @@ def _groups() -> None:
     # argmax reduce one axis: no groups of axes, no accumulator-to-accumulator pass. var's
     # include its one-launch var and std of float data (dtypes.reachable's spreads).
     for operation, op in dtypes.OPERATORS.items():
-        triples = dtypes.reachable(operation, True, False, True)
+        triples = dtypes.reachable(operation, True, False, spreads=True)
         one_axis = op in dtypes.ARG_OPERATORS
         for kernel in KERNELS:
             instances = [kernel.instance(op, source, acc, out)

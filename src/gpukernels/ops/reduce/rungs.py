@@ -211,7 +211,7 @@ def _groups(kernel: str, block: Callable[[str], int], passes: Callable, eager: b
     :func:`strided_kind` inputs."""
     groups = []
     for operation, op in dtypes.OPERATORS.items():
-        triples = dtypes.reachable(operation, wide, True, spreads)
+        triples = dtypes.reachable(operation, wide, True, spreads=spreads)
         instances = [_instance(kernel, op, source, acc, out, block(op))
                      for read, acc, written in triples
                      for source, out in passes(read, acc, written)]
