@@ -891,11 +891,12 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // waits for the prefix the round waits for); a third buffer so that a tile is finished two
 // rounds after its scan (0.70-0.71, float16 0.76, but rows of 16 0.66-0.68, and 8-byte
 // outputs at two blocks an SM).
-// What holds float32 at 0.7 (NOTES 178): the body alone (the rows case, no look-back) runs at
-// 0.69-0.72, and each block's look-back warp takes a tile every 6-8 us, one after another,
-// which at four blocks of 16 KiB tiles an SM serves 0.7 of a copy. A probe's striped tile (every
-// warp access 512 consecutive bytes, no staging) ran at 0.92 without look-back and 0.72-0.75
-// with this look-back warp.
+// What holds float32 at 0.7 (NOTES 178-183): the body alone (the rows case, no look-back) runs
+// at 0.69-0.72, where a striped tile (every warp access 512 consecutive bytes, no staging)
+// runs at 0.92. Built on striped tiles, a timeline of every tile showed the data warps hardly
+// waiting for the look-back, and the data path slowed beside it: thread 0's release store of
+// each aggregate (a MEMBAR) cost 0.03-0.09 of a copy, the look-back warps' polling 0.04, and
+// the look-back's presence 0.12 more, unlocated. This rung publishes and polls the same way.
 // H100, per call, of a device copy (NOTES 138 and 171): 2^28 float32 0.69 (blocked 0.50;
 // torch.cumsum 0.70), int32 0.73-0.74 (blocked 0.63), int16 0.66, int8 0.66, float64 0.79;
 // (8192, 8192) along axis 1 0.76-0.78; (2^20, 16) along axis 1 0.69-0.72.
