@@ -1123,7 +1123,311 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rung 5 - columns: scans along an axis that is not the last (inner > 1), such as axis 0 of a
+// Rung 5 - striped: pipelined's schedule, with the tile kept where its threads load it and more
+// than one look-back warp. Thread t holds words w * BLOCK + t (w < WORDS, 16 bytes of the input
+// each) of its tile, so every load and store of a warp covers 512 consecutive bytes of the
+// input and nothing is staged: each word's elements are combined in registers, the block scans
+// each word position (WORDS warp scans), and after one barrier every warp scans the WORDS x
+// WARPS warp totals itself. A tile is finished DEPTH - 1 rounds after its scan, from its
+// thread's own words and prefixes, held in dynamic shared memory between the two (no barrier
+// for them), and LOOKERS look-back warps take the rounds in turn. What it changes, measured on
+// raw probes (NOTES 178): pipelined's body alone runs at 0.69-0.72 of a copy and its one
+// look-back warp serves a 16 KiB tile every 6-8 us, one after another, 0.7 of a copy at four
+// blocks an SM; a striped body runs at 0.92 without look-back.
+// Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
+// r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
+// number in one 64-bit store, which the look-back warps wait for.
+// ---------------------------------------------------------------------------------------------
+constexpr int GK_STRIPED_RING = 8;  // posted tiles; at least DEPTH + LOOKERS (see scan_striped)
+
+// striped's blocks per SM: its registers are capped so that this many fit (its shared memory
+// allows three on an H100 for accumulators of up to 8 bytes, two for complex128). The rung
+// runs on sm_80 and newer; compiled for sm_75, two.
+template <typename In>
+__host__ __device__ constexpr int gk_striped_min_blocks() {
+    return gk_min_blocks<In, 3, 2, 2>();
+}
+
+// A posted tile: round r (bits 42 and up), its gk_tile_kind (bits 40-41) and its number.
+__device__ __forceinline__ u64 gk_post(int r, unsigned kind, i64 tile) {
+    return ((u64)r << 42) | ((u64)kind << 40) | (u64)tile;
+}
+__device__ __forceinline__ void gk_post_at(u64* ring, int r, unsigned kind, i64 tile) {
+    *(volatile u64*)(ring + r % GK_STRIPED_RING) = gk_post(r, kind, tile);
+}
+__device__ __forceinline__ u64 gk_posted(const u64* ring, int r) {
+    const volatile u64* slot = ring + r % GK_STRIPED_RING;
+    u64 word = *slot;
+    while ((word >> 42) != (u64)r) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+        __nanosleep(32);
+#endif
+        word = *slot;
+    }
+    return word;
+}
+__device__ __forceinline__ i64 gk_posted_tile(u64 word) { return (i64)(word & ((1ull << 40) - 1)); }
+__device__ __forceinline__ unsigned gk_posted_kind(u64 word) { return (unsigned)(word >> 40) & 3u; }
+
+// Bits k (k < PER) of the elements at .. at + PER - 1 of the scan sequence that begin a row,
+// and of those before `total` (valid: the count of them).
+template <int PER>
+__device__ __forceinline__ unsigned gk_word_starts(i64 at, i64 n) {
+    const i64 position = at % n;
+    unsigned bits = 0;
+    for (i64 k = position == 0 ? 0 : n - position; k < PER; k += n) bits |= 1u << k;
+    return bits;
+}
+template <int PER>
+__device__ __forceinline__ int gk_word_valid(i64 at, i64 total) {
+    return at >= total ? 0 : (total - at < PER ? (int)(total - at) : PER);
+}
+
+// striped's data warps, round r's scan of the tile at `base`: its words loaded, each word's
+// elements combined, the word positions scanned across the block (one barrier, the totals at
+// `totals`), the words and each word's prefix within the tile left in this round's slot of
+// shared memory (`held_words`, `held_prefix`, `held_starts`); returns the tile's aggregate.
+// PLAIN: see gk_tile_kind (no starts, every word whole, input and output aligned).
+template <typename Op, typename In, typename Acc, int BLOCK, int WORDS, bool PLAIN>
+__device__ __forceinline__ gk_segment<Acc> gk_striped_scan(
+        const In* __restrict__ in, i64 base, i64 total, i64 n, i64 inner, bool whole_words,
+        uint4* held_words, Acc* held_prefix, unsigned char* held_starts,
+        gk_segment<Acc> (*totals)[BLOCK / 32], int tid) {
+    constexpr int PER = (int)(16 / sizeof(In)), WARPS = BLOCK / 32;
+    static_assert(WORDS * WARPS == 32, "a lane per warp total");
+    typedef gk_segment<Acc> Segment;
+    const int lane = tid & 31, warp = tid >> 5;
+    gk_scan_word<In> word[WORDS];
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const int i = w * BLOCK + tid;
+        if (PLAIN) {
+            word[w].bits = reinterpret_cast<const uint4*>(in + base)[i];
+        } else {
+            word[w].bits = make_uint4(0, 0, 0, 0);
+            gk_load_word<In, PER>(word[w], in, base + (i64)i * PER, total, n, inner, whole_words);
+        }
+    }
+    Segment before[WORDS];
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const i64 at = base + (i64)(w * BLOCK + tid) * PER;
+        const unsigned starts = PLAIN ? 0u : gk_word_starts<PER>(at, n);
+        const int valid = PLAIN ? PER : gk_word_valid<PER>(at, total);
+        Segment s = gk_segment_identity<Op, Acc>();
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            if (k < valid) {
+                const Acc x = to_acc<Acc>(word[w].elem[k]);
+                s.value = (starts >> k) & 1 ? x : Op::combine(s.value, x);
+            }
+        }
+        s.start = (starts & ((1u << valid) - 1u)) != 0;
+        const Segment inclusive = gk_warp_scan<Op>(s);
+        before[w].value = gk_shfl_up(inclusive.value, 1);
+        before[w].start = __shfl_up_sync(0xffffffffu, inclusive.start, 1);
+        if (lane == 31) totals[w][warp] = inclusive;
+        held_words[w * BLOCK + tid] = word[w].bits;
+    }
+    gk_bar_sync(GK_BAR_DATA, BLOCK);
+    // The tile's WORDS x WARPS totals in the tile's order (word position, then warp), scanned.
+    const Segment scanned = gk_warp_scan<Op>((&totals[0][0])[lane]);
+    unsigned prefix_starts = 0;
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const int at = w * WARPS + warp;
+        Segment prefix = gk_segment_from(scanned, (at + 31) & 31);
+        if (at == 0) prefix = gk_segment_identity<Op, Acc>();
+        if (lane > 0) prefix = gk_segment_combine<Op>(prefix, before[w]);
+        held_prefix[w * BLOCK + tid] = prefix.value;
+        prefix_starts |= (unsigned)prefix.start << w;
+    }
+    held_starts[tid] = (unsigned char)prefix_starts;
+    return gk_segment_from(scanned, 31);
+}
+
+// The finish of a tile scanned DEPTH - 1 rounds before, whose prefix is `tile_prefix`: each
+// word's elements after their prefix within the tile, written as 16-byte words of Out where
+// the output allows (PLAIN, or aligned, contiguous and whole), element by element otherwise.
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int WORDS, bool PLAIN>
+__device__ __forceinline__ void gk_striped_finish(
+        Out* __restrict__ out, i64 base, i64 total, i64 n, i64 inner, bool whole_words,
+        const uint4* held_words, const Acc* held_prefix, const unsigned char* held_starts,
+        Acc tile_prefix, int tid) {
+    constexpr int PER = (int)(16 / sizeof(In)), OUT_PER = (int)(16 / sizeof(Out));
+    constexpr int OUT_WORDS = PER / OUT_PER;  // 16-byte words of Out a word of In gives
+    const unsigned prefix_starts = held_starts[tid];
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const int i = w * BLOCK + tid;
+        const i64 at = base + (i64)i * PER;
+        gk_scan_word<In> word;
+        word.bits = held_words[i];
+        const unsigned starts = PLAIN ? 0u : gk_word_starts<PER>(at, n);
+        const int valid = PLAIN ? PER : gk_word_valid<PER>(at, total);
+        gk_segment<Acc> running;
+        running.value = held_prefix[i];
+        running.start = (prefix_starts >> w) & 1;
+        gk_scan_word<Out> result[OUT_WORDS];
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const Acc x = k < valid ? to_acc<Acc>(word.elem[k]) : Op::template identity<Acc>();
+            const bool start = (starts >> k) & 1;
+            running.value = start ? x : Op::combine(running.value, x);
+            running.start |= start;
+            const Acc value =
+                running.start ? running.value : Op::combine(tile_prefix, running.value);
+            result[k / OUT_PER].elem[k % OUT_PER] = to_acc<Out>(value);
+        }
+        if (PLAIN || (whole_words && valid == PER)) {
+#pragma unroll
+            for (int q = 0; q < OUT_WORDS; ++q) {
+                reinterpret_cast<uint4*>(out + at)[q] = result[q].bits;
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < PER; ++k) {
+                const i64 e = at + k;
+                if (k < valid) {
+                    out[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)] =
+                        result[k / OUT_PER].elem[k % OUT_PER];
+                }
+            }
+        }
+    }
+}
+
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int WORDS, int DEPTH,
+          int LOOKERS>
+__global__ void __launch_bounds__(BLOCK + 32 * LOOKERS, gk_striped_min_blocks<In>())
+scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
+             u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
+             i64 capacity) {
+    constexpr int PER = (int)(16 / sizeof(In)), WARPS = BLOCK / 32;
+    constexpr int TILE = BLOCK * WORDS * PER;
+    constexpr unsigned PREFIX_THREADS = BLOCK + 32;  // the data warps and one look-back warp
+    static_assert(DEPTH >= 2 && DEPTH <= 4 && GK_BAR_PREFIX + DEPTH <= 16, "PREFIX barriers");
+    static_assert(DEPTH + LOOKERS <= GK_STRIPED_RING, "a posted tile outlives its readers");
+    static_assert(WORDS <= 8 && sizeof(Out) >= sizeof(In), "starts in a byte; outputs as wide");
+    typedef gk_segment<Acc> Segment;
+    // DEPTH slots, each the tile's words (WORDS x BLOCK) and then each word's prefix
+    extern __shared__ uint4 gk_striped_slots[];
+    __shared__ Segment totals[2][WORDS][WARPS];  // round r's at r % 2
+    __shared__ unsigned char prefix_starts[DEPTH][BLOCK];
+    __shared__ Acc prefix_shared[DEPTH];
+    __shared__ u64 ring[GK_STRIPED_RING];
+    __shared__ u64 epoch_shared;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const i64 total = n * rows;
+    const i64 tiles = (total + TILE - 1) / TILE;
+    const bool in_words = inner == 1 && reinterpret_cast<u64>(in) % 16 == 0;
+    const bool out_words = inner == 1 && reinterpret_cast<u64>(out) % 16 == 0;
+    const bool aligned = in_words && out_words;
+    constexpr int SLOT_WORDS = WORDS * BLOCK + (WORDS * BLOCK * (int)sizeof(Acc) + 15) / 16;
+    if (tid == 0) {
+        const i64 first = (i64)atomicAdd(control, 1ull);
+        gk_post_at(ring, 0, gk_tile_kind(first, tiles, TILE, total, n, aligned), first);
+        for (int k = 1; k < LOOKERS && first >= tiles; ++k) gk_post_at(ring, k, 0, tiles);
+        epoch_shared = gk_load_l2(control + 2);
+    }
+    __syncthreads();
+    const u64 epoch = epoch_shared;
+
+    if (warp >= WARPS) {
+        // A look-back warp: rounds warp - WARPS, + LOOKERS, ..., each tile from its claim.
+        for (int r = warp - WARPS;; r += LOOKERS) {
+            const u64 posted = gk_posted(ring, r);
+            const i64 tile = gk_posted_tile(posted);
+            if (tile >= tiles) break;
+            const bool continues = (gk_posted_kind(posted) & GK_CONTINUES) != 0;
+            const bool last = tile % 32 == 31;
+            Acc prefix = Op::template identity<Acc>();
+            if (continues || last) {
+                const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
+                const u64 flag = gk_wait_flag(flags, tile, epoch);
+                const u64 own = epoch * GK_EPOCH + (flag & GK_START);
+                Segment through = before;
+                if (last) {
+                    Segment aggregate;
+                    aggregate.start = (flag & GK_START) != 0;
+                    aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
+                    through = gk_publish_group<Op>(flags, values, capacity, tile, before,
+                                                   aggregate, own);
+                }
+                const Segment q = tile >= 32 && continues && !before.start
+                                      ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
+                                      : gk_segment_identity<Op, Acc>();
+                if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+                prefix = gk_segment_combine<Op>(q, before).value;
+            } else {
+                gk_wait_flag(flags, tile, epoch);
+            }
+            // The tile's aggregate is published, so the data warps have finished the tile that
+            // held this slot DEPTH rounds before (they finish it before they scan this one).
+            if (lane == 0) prefix_shared[r % DEPTH] = prefix;
+            gk_bar_arrive(GK_BAR_PREFIX + r % DEPTH, PREFIX_THREADS);
+        }
+        return;
+    }
+
+    bool ended = false;  // a round's tile was past the last: so is every later round's
+    for (int r = 0;; ++r) {
+        const u64 posted = ended ? gk_post(r, 0, tiles) : gk_posted(ring, r);
+        const i64 tile = gk_posted_tile(posted);
+        ended = tile >= tiles;
+        const int finished = r - (DEPTH - 1);  // the round whose tile is finished in this one
+        const u64 posted_before = finished >= 0 ? gk_posted(ring, finished) : gk_post(0, 0, tiles);
+        const i64 prev = gk_posted_tile(posted_before);
+        if (tile >= tiles && prev >= tiles) break;
+        if (tile < tiles) {
+            uint4* const slot = gk_striped_slots + (r % DEPTH) * SLOT_WORDS;
+            Acc* const slot_prefix = reinterpret_cast<Acc*>(slot + WORDS * BLOCK);
+            const i64 base = tile * TILE;
+            const Segment aggregate =
+                gk_posted_kind(posted) & GK_PLAIN
+                    ? gk_striped_scan<Op, In, Acc, BLOCK, WORDS, true>(
+                          in, base, total, n, inner, in_words, slot, slot_prefix,
+                          prefix_starts[r % DEPTH], totals[r & 1], tid)
+                    : gk_striped_scan<Op, In, Acc, BLOCK, WORDS, false>(
+                          in, base, total, n, inner, in_words, slot, slot_prefix,
+                          prefix_starts[r % DEPTH], totals[r & 1], tid);
+            if (tid == 0) {
+                gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
+                           epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
+            }
+        }
+        if (prev < tiles) {
+            const int s = finished % DEPTH;
+            const uint4* const slot = gk_striped_slots + s * SLOT_WORDS;
+            const Acc* const slot_prefix = reinterpret_cast<const Acc*>(slot + WORDS * BLOCK);
+            gk_bar_sync(GK_BAR_PREFIX + s, PREFIX_THREADS);
+            const unsigned kind = gk_posted_kind(posted_before);
+            const Acc tile_prefix =
+                kind & GK_CONTINUES ? prefix_shared[s] : Op::template identity<Acc>();
+            if (kind & GK_PLAIN) {
+                gk_striped_finish<Op, In, Acc, Out, BLOCK, WORDS, true>(
+                    out, prev * TILE, total, n, inner, out_words, slot, slot_prefix,
+                    prefix_starts[s], tile_prefix, tid);
+            } else {
+                gk_striped_finish<Op, In, Acc, Out, BLOCK, WORDS, false>(
+                    out, prev * TILE, total, n, inner, out_words, slot, slot_prefix,
+                    prefix_starts[s], tile_prefix, tid);
+            }
+        }
+        // Post round r + 1's tile (and, at the end, a tile past the last for every look-back
+        // warp's next round).
+        if (tid == 0 && tile < tiles) {
+            const i64 next = (i64)atomicAdd(control, 1ull);
+            gk_post_at(ring, r + 1, gk_tile_kind(next, tiles, TILE, total, n, aligned), next);
+            for (int k = 2; k <= LOOKERS && next >= tiles; ++k) gk_post_at(ring, r + k, 0, tiles);
+        }
+    }
+    gk_finish_launch(control, epoch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 6 - columns: scans along an axis that is not the last (inner > 1), such as axis 0 of a
 // matrix. look_back reads such a scan one element per load with a stride of inner elements: a
 // warp's load touches 32 separate sectors. Here lane c of each warp takes column c of a chunk of
 // 32 neighbouring columns, so a warp's load is one row of the chunk (128 contiguous bytes of

@@ -288,7 +288,52 @@ def plan_pipelined(p: Problem) -> Plan:
                       _single_pass_args(p, capacity), capacity)])
 
 
-# --- rung 5: columns ----------------------------------------------------------------------------
+# --- rung 5: striped ----------------------------------------------------------------------------
+
+STRIPED_WORDS = 4  # 16-byte words of the input a data thread holds of each tile
+STRIPED_DEPTH = 3  # a tile is finished this many rounds after its scan, less one
+STRIPED_LOOKERS = 2  # look-back warps a block, taking the rounds in turn
+STRIPED_THREADS = LOOK_BACK_BLOCK + 32 * STRIPED_LOOKERS
+
+
+def striped_tile(dtype: numpy.dtype) -> int:
+    """Elements of a striped tile: LOOK_BACK_BLOCK threads x STRIPED_WORDS words of 16 bytes
+    (4096 float32, 16384 int8, 1024 complex128)."""
+    return LOOK_BACK_BLOCK * STRIPED_WORDS * (16 // dtype.itemsize)
+
+
+def striped_shared_bytes(dtype: numpy.dtype) -> int:
+    """striped's STRIPED_DEPTH slots (dynamic shared memory), each a tile's input words and
+    each word's prefix within the tile (one accumulator a word, in whole 16-byte words)."""
+    words = LOOK_BACK_BLOCK * STRIPED_WORDS
+    prefixes = ceil_div(words * accumulator(dtype)[0].itemsize, 16)
+    return STRIPED_DEPTH * 16 * (words + prefixes)
+
+
+def _striped_instance(op: str, read: numpy.dtype) -> str:
+    acc, out = accumulator(read)
+    return (f"scan_striped<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {LOOK_BACK_BLOCK}, "
+            f"{STRIPED_WORDS}, {STRIPED_DEPTH}, {STRIPED_LOOKERS}>")
+
+
+def plan_striped(p: Problem) -> Plan:
+    """One launch of resident blocks (as many as fit the device at once, at most a block per
+    tile) that take striped tiles in turn, STRIPED_DEPTH in flight each."""
+    if 0 < p.capability < PIPELINED_CAPABILITY:
+        raise ValueError(f"the scan rung 'striped' needs compute capability "
+                         f"{PIPELINED_CAPABILITY / 10:.1f} (its tiles' shared memory); this GPU "
+                         f"has {p.capability / 10:.1f}: use 'blocked' or 'auto'")
+    tiles = ceil_div(p.n * p.rows, striped_tile(p.dtype))
+    capacity = capacity_for(tiles)
+    instance = _striped_instance(p.op, p.dtype)
+    shared = striped_shared_bytes(p.dtype)
+    grid = tiles if p.resident is None else min(tiles, p.resident(instance, STRIPED_THREADS,
+                                                                  shared))
+    return Plan([Step(Launch(SOURCE, instance, (grid, 1, 1), (STRIPED_THREADS, 1, 1), shared),
+                      _single_pass_args(p, capacity), capacity)])
+
+
+# --- rung 6: columns ----------------------------------------------------------------------------
 
 COLUMN_WARPS = 8
 COLUMN_ROWS = 16  # rows per warp: a tile is COLUMN_WARPS x COLUMN_ROWS rows of 32 columns
@@ -459,6 +504,15 @@ LADDER = Ladder("scan", (
          _dtype_groups("scan_pipelined", _pipelined_instance, 3,
                        capabilities=range(PIPELINED_CAPABILITY, 1000)),
          plan_pipelined, Needs(capability=PIPELINED_CAPABILITY)),
+    Rung("striped",
+         "pipelined's schedule with each thread's words of the tile kept in registers as "
+         "loaded (every access of a warp 512 consecutive bytes, nothing staged), tiles "
+         "finished two rounds after their scan, and two look-back warps a block taking the "
+         "tiles in turn",
+         # auto does not take it yet: compiled on first use
+         SOURCE, "scan_striped",
+         _dtype_groups("scan_striped", _striped_instance, 3, at_import=False),
+         plan_striped, Needs(capability=PIPELINED_CAPABILITY)),
     Rung("columns",
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
          "columns, a look-back per column (by groups of 32 tiles where chunks of 32 columns "
