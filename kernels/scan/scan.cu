@@ -1148,9 +1148,13 @@ __host__ __device__ constexpr int gk_striped_min_blocks() {
     return gk_min_blocks<In, 3, 2, 2>();
 }
 
-// A posted tile: round r (bits 42 and up), its gk_tile_kind (bits 40-41) and its number.
+// A posted tile: round r modulo 2^22 (bits 42 and up: a slot is reused every few rounds), its
+// gk_tile_kind (bits 40-41) and its number.
 __device__ __forceinline__ u64 gk_post(int r, unsigned kind, i64 tile) {
     return ((u64)r << 42) | ((u64)kind << 40) | (u64)tile;
+}
+__device__ __forceinline__ bool gk_posted_round(u64 word, int r) {
+    return (word >> 42) == ((u64)r & ((1ull << 22) - 1));
 }
 __device__ __forceinline__ void gk_post_at(u64* ring, int r, unsigned kind, i64 tile) {
     *(volatile u64*)(ring + r % GK_STRIPED_RING) = gk_post(r, kind, tile);
@@ -1158,7 +1162,7 @@ __device__ __forceinline__ void gk_post_at(u64* ring, int r, unsigned kind, i64 
 __device__ __forceinline__ u64 gk_posted(const u64* ring, int r) {
     const volatile u64* slot = ring + r % GK_STRIPED_RING;
     u64 word = *slot;
-    while ((word >> 42) != (u64)r) {
+    while (!gk_posted_round(word, r)) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
         __nanosleep(32);
 #endif
@@ -1169,8 +1173,8 @@ __device__ __forceinline__ u64 gk_posted(const u64* ring, int r) {
 __device__ __forceinline__ i64 gk_posted_tile(u64 word) { return (i64)(word & ((1ull << 40) - 1)); }
 __device__ __forceinline__ unsigned gk_posted_kind(u64 word) { return (unsigned)(word >> 40) & 3u; }
 
-// Bits k (k < PER) of the elements at .. at + PER - 1 of the scan sequence that begin a row,
-// and of those before `total` (valid: the count of them).
+// Bits k (k < PER) of the elements at .. at + PER - 1 of the scan sequence that begin a row;
+// how many of those elements lie before `total`.
 template <int PER>
 __device__ __forceinline__ unsigned gk_word_starts(i64 at, i64 n) {
     const i64 position = at % n;
@@ -1181,6 +1185,19 @@ __device__ __forceinline__ unsigned gk_word_starts(i64 at, i64 n) {
 template <int PER>
 __device__ __forceinline__ int gk_word_valid(i64 at, i64 total) {
     return at >= total ? 0 : (total - at < PER ? (int)(total - at) : PER);
+}
+
+// gk_warp_scan where no element starts a row (a plain tile): the values alone, combined in the
+// same order, so the bits are gk_warp_scan's.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_warp_scan_plain(gk_segment<Acc> s) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const Acc left = gk_shfl_up(s.value, d);
+        if (lane >= d) s.value = Op::combine(left, s.value);
+    }
+    return s;
 }
 
 // striped's data warps, round r's scan of the tile at `base`: its words loaded, each word's
@@ -1223,9 +1240,9 @@ __device__ __forceinline__ gk_segment<Acc> gk_striped_scan(
             }
         }
         s.start = (starts & ((1u << valid) - 1u)) != 0;
-        const Segment inclusive = gk_warp_scan<Op>(s);
+        const Segment inclusive = PLAIN ? gk_warp_scan_plain<Op>(s) : gk_warp_scan<Op>(s);
         before[w].value = gk_shfl_up(inclusive.value, 1);
-        before[w].start = __shfl_up_sync(0xffffffffu, inclusive.start, 1);
+        before[w].start = PLAIN ? 0 : __shfl_up_sync(0xffffffffu, inclusive.start, 1);
         if (lane == 31) totals[w][warp] = inclusive;
         held_words[w * BLOCK + tid] = word[w].bits;
     }
