@@ -325,9 +325,11 @@ def test_striped_keeps_its_blocks_per_sm(dtype):
     shared = kernel.shared_size_bytes + rungs.striped_shared_bytes(dtype)
     assert shared <= device.attributes["MaxSharedMemoryPerBlockOptin"]
     if int(device.compute_capability) == 90:
+        # at least the launch bounds' blocks (8-byte inputs whose registers and slots allow
+        # it run three)
         resident = rungs.device_resident(instance, rungs.STRIPED_THREADS,
                                          rungs.striped_shared_bytes(dtype))
-        assert resident == blocks * device.attributes["MultiProcessorCount"]
+        assert resident >= blocks * device.attributes["MultiProcessorCount"]
 
 
 @pytest.mark.gpu

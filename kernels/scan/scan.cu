@@ -1140,6 +1140,73 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // ---------------------------------------------------------------------------------------------
 constexpr int GK_STRIPED_RING = 8;  // posted tiles; at least DEPTH + LOOKERS (see scan_striped)
 
+// striped's tile aggregates as 16-byte records {value, flag} (sm_90, accumulators of up to 8
+// bytes), after the flags (record k at flags + capacity + 2k; rungs.scratch zeroes three words a
+// tile): written with one relaxed 128-bit atomic exchange and read with 128-bit atomic
+// compare-and-swap, so a value and its flag arrive together and no fence stands on the data
+// warps' path. A release store is a MEMBAR.ALL.GPU, which cost the striped data path 0.03-0.09
+// of a copy (benchmarks/NOTES.md, item 181). Flags of the same epoch rules as gk_set_flag's.
+template <typename Acc>
+__device__ constexpr bool gk_uses_records() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    return sizeof(Acc) <= 8;
+#else
+    return false;
+#endif
+}
+template <typename Acc>
+__device__ __forceinline__ u64 gk_bits(Acc value) {
+    u64 bits = 0;
+    memcpy(&bits, &value, sizeof(Acc));
+    return bits;
+}
+template <typename Acc>
+__device__ __forceinline__ Acc gk_from_bits(u64 bits) {
+    Acc value;
+    memcpy(&value, &bits, sizeof(Acc));
+    return value;
+}
+__device__ __forceinline__ void gk_record_store(u64* record, u64 bits, u64 flag) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n .reg .b128 d, b;\n mov.b128 b, {%0, %1};\n"
+                 " atom.relaxed.gpu.global.exch.b128 d, [%2], b;\n}\n"
+                 ::"l"(bits), "l"(flag), "l"(record) : "memory");
+#endif
+}
+__device__ __forceinline__ void gk_record_load(u64* record, u64& bits, u64& flag) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // a compare-and-swap of zeros with zeros: the record, read atomically, left as it was
+    asm volatile("{\n .reg .b128 d, c;\n mov.b128 c, {%2, %2};\n"
+                 " atom.relaxed.gpu.global.cas.b128 d, [%3], c, c;\n mov.b128 {%0, %1}, d;\n}\n"
+                 : "=l"(bits), "=l"(flag) : "l"(0ull), "l"(record) : "memory");
+#else
+    bits = 0;
+    flag = 0;
+#endif
+}
+
+// gk_group_before from the records: W_g(i - 1) of tile `tile` (i its place in the group), the
+// same warp scan of the same values, so the same bits.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records, i64 tile,
+                                                                   u64 epoch) {
+    const int position = (int)(tile % 32), lane = threadIdx.x & 31;
+    if (position == 0) return gk_segment_identity<Op, Acc>();
+    gk_segment<Acc> s = gk_segment_identity<Op, Acc>();
+    if (lane < position) {
+        u64* const record = records + 2 * (tile - position + lane);
+        u64 bits, flag;
+        gk_record_load(record, bits, flag);
+        while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
+            gk_backoff();
+            gk_record_load(record, bits, flag);
+        }
+        s.value = gk_from_bits<Acc>(bits);
+        s.start = (flag & GK_START) != 0;
+    }
+    return gk_segment_from(gk_warp_scan<Op>(s), position - 1);
+}
+
 // striped's blocks per SM: its registers are capped so that this many fit (its shared memory
 // allows three on an H100 for accumulators of up to 8 bytes, two for complex128). The rung
 // runs on sm_80 and newer; compiled for sm_75, two.
@@ -1323,7 +1390,8 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     constexpr int PER = (int)(16 / sizeof(In)), WARPS = BLOCK / 32;
     constexpr int TILE = BLOCK * WORDS * PER;
     constexpr unsigned PREFIX_THREADS = BLOCK + 32;  // the data warps and one look-back warp
-    static_assert(DEPTH >= 2 && DEPTH <= 4 && GK_BAR_PREFIX + DEPTH <= 16, "PREFIX barriers");
+    constexpr unsigned BAR_AGGREGATE = GK_BAR_PREFIX + 4;  // + r % DEPTH: round r's aggregate
+    static_assert(DEPTH >= 2 && DEPTH <= 4 && BAR_AGGREGATE + DEPTH <= 16, "named barriers");
     static_assert(DEPTH + LOOKERS <= GK_STRIPED_RING, "a posted tile outlives its readers");
     static_assert(WORDS <= 8 && sizeof(Out) >= sizeof(In), "starts in a byte; outputs as wide");
     typedef gk_segment<Acc> Segment;
@@ -1332,6 +1400,7 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     __shared__ Segment totals[2][WORDS][WARPS];  // round r's at r % 2
     __shared__ unsigned char prefix_starts[DEPTH][BLOCK];
     __shared__ Acc prefix_shared[DEPTH];
+    __shared__ Segment aggregate_shared[DEPTH];
     __shared__ u64 ring[GK_STRIPED_RING];
     __shared__ u64 epoch_shared;
 
@@ -1352,23 +1421,29 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     const u64 epoch = epoch_shared;
 
     if (warp >= WARPS) {
-        // A look-back warp: rounds warp - WARPS, + LOOKERS, ..., each tile from its claim.
+        // A look-back warp: rounds warp - WARPS, + LOOKERS, ..., each tile's look-back once the
+        // data warps have scanned it. Its neighbours, claimed just before it, publish at about
+        // the same time, so it reads little before what it waits for is there: warps that read
+        // from the claim on cost the data path 0.04 of a copy in polls (NOTES 183).
         for (int r = warp - WARPS;; r += LOOKERS) {
             const u64 posted = gk_posted(ring, r);
             const i64 tile = gk_posted_tile(posted);
             if (tile >= tiles) break;
+            // Round r's aggregate, from the data warps; they have also finished the tile that
+            // held this round's slot DEPTH rounds before (before they scanned this one).
+            gk_bar_sync(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
+            const Segment aggregate = aggregate_shared[r % DEPTH];
             const bool continues = (gk_posted_kind(posted) & GK_CONTINUES) != 0;
             const bool last = tile % 32 == 31;
             Acc prefix = Op::template identity<Acc>();
             if (continues || last) {
-                const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
-                const u64 flag = gk_wait_flag(flags, tile, epoch);
-                const u64 own = epoch * GK_EPOCH + (flag & GK_START);
+                const Segment before =
+                    gk_uses_records<Acc>()
+                        ? gk_group_before_records<Op, Acc>(flags + capacity, tile, epoch)
+                        : gk_group_before<Op, Acc>(flags, values, tile, epoch);
+                const u64 own = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0);
                 Segment through = before;
                 if (last) {
-                    Segment aggregate;
-                    aggregate.start = (flag & GK_START) != 0;
-                    aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
                     through = gk_publish_group<Op>(flags, values, capacity, tile, before,
                                                    aggregate, own);
                 }
@@ -1377,11 +1452,7 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                                       : gk_segment_identity<Op, Acc>();
                 if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
                 prefix = gk_segment_combine<Op>(q, before).value;
-            } else {
-                gk_wait_flag(flags, tile, epoch);
             }
-            // The tile's aggregate is published, so the data warps have finished the tile that
-            // held this slot DEPTH rounds before (they finish it before they scan this one).
             if (lane == 0) prefix_shared[r % DEPTH] = prefix;
             gk_bar_arrive(GK_BAR_PREFIX + r % DEPTH, PREFIX_THREADS);
         }
@@ -1410,9 +1481,17 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                           in, base, total, n, inner, in_words, slot, slot_prefix,
                           prefix_starts[r % DEPTH], totals[r & 1], tid);
             if (tid == 0) {
-                gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
-                           epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
+                const u64 flag =
+                    epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE;
+                if (gk_uses_records<Acc>()) {
+                    gk_record_store(flags + capacity + 2 * tile, gk_bits(aggregate.value), flag);
+                } else {
+                    gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile,
+                               aggregate.value, flag);
+                }
+                aggregate_shared[r % DEPTH] = aggregate;
             }
+            gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
         }
         if (prev < tiles) {
             const int s = finished % DEPTH;

@@ -134,12 +134,13 @@ _VALUE_BYTES = 16  # room per tile for the widest accumulator (complex128)
 def scratch(capacity: int) -> tuple:
     """(control, flags, values) of the current device and stream for launches of up to
     ``capacity`` tiles: look_back's tile counter, finished-block counter and epoch; a flag per
-    tile; room for an aggregate, an inclusive prefix and a group total per tile. One set per
-    capacity (a power of two; :func:`stream_buffers`); each launch leaves the counters ready
-    for the next."""
+    tile, then striped's 16-byte record of each tile's aggregate and flag (scan.cu,
+    gk_uses_records), all zeroed; room for an aggregate, an inclusive prefix and a group total
+    per tile. One set per capacity (a power of two; :func:`stream_buffers`); each launch
+    leaves the counters ready for the next."""
     cupy = _device.cupy
     return stream_buffers(("scan", capacity), lambda: (
-        cupy.zeros(4, dtype=numpy.uint64), cupy.zeros(capacity, dtype=numpy.uint64),
+        cupy.zeros(4, dtype=numpy.uint64), cupy.zeros(3 * capacity, dtype=numpy.uint64),
         cupy.empty(3 * capacity * _VALUE_BYTES, numpy.uint8)))
 
 
