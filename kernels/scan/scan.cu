@@ -1130,10 +1130,14 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // each word position (WORDS warp scans), and after one barrier every warp scans the WORDS x
 // WARPS warp totals itself. A tile is finished DEPTH - 1 rounds after its scan, from its
 // thread's own words and prefixes, held in dynamic shared memory between the two (no barrier
-// for them), and LOOKERS look-back warps take the rounds in turn. What it changes, measured on
-// raw probes (NOTES 178): pipelined's body alone runs at 0.69-0.72 of a copy and its one
-// look-back warp serves a 16 KiB tile every 6-8 us, one after another, 0.7 of a copy at four
-// blocks an SM; a striped body runs at 0.92 without look-back.
+// for them), and LOOKERS look-back warps take the rounds in turn, each tile's once the data warps
+// have scanned it and handed its aggregate over in shared memory; on sm_90 the data warps
+// publish it as one 128-bit record (gk_uses_records), with no fence. Why (NOTES 178-183): a
+// striped body runs at 0.92 of a copy alone, pipelined's at 0.69-0.72; with the look-back the
+// data warps never wait for it, but its release store of each aggregate cost them 0.03-0.09
+// and look-back warps polling from each claim on another 0.04 (2^28 float32 per launch: as
+// first built 0.70-0.72, its publish relaxed and its look-backs 3 us after each claim 0.78;
+// pipelined 0.67-0.69). This form is not yet measured.
 // Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
 // r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
 // number in one 64-bit store, which the look-back warps wait for.
