@@ -1464,14 +1464,16 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     }
 
     bool ended = false;  // a round's tile was past the last: so is every later round's
+    int last_finish = -1;  // the round that finishes the last tile scanned so far
     for (int r = 0;; ++r) {
         const u64 posted = ended ? gk_post(r, 0, tiles) : gk_posted(ring, r);
         const i64 tile = gk_posted_tile(posted);
         ended = tile >= tiles;
+        if (!ended) last_finish = r + DEPTH - 1;
+        if (r > last_finish) break;  // every tile the block took is finished
         const int finished = r - (DEPTH - 1);  // the round whose tile is finished in this one
         const u64 posted_before = finished >= 0 ? gk_posted(ring, finished) : gk_post(0, 0, tiles);
         const i64 prev = gk_posted_tile(posted_before);
-        if (tile >= tiles && prev >= tiles) break;
         if (tile < tiles) {
             uint4* const slot = gk_striped_slots + (r % DEPTH) * SLOT_WORDS;
             Acc* const slot_prefix = reinterpret_cast<Acc*>(slot + WORDS * BLOCK);
