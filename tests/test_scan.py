@@ -334,6 +334,30 @@ def test_striped_keeps_its_blocks_per_sm(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("method", RESIDENT_TILE)
+@pytest.mark.parametrize("dtype", ["float32", "int8", "float64"])
+def test_launches_in_a_row_whose_blocks_take_few_tiles(method, dtype, rng, monkeypatch):
+    # a hundred blocks of three or four tiles each, four launches in a row: a block starts on
+    # the shared memory that a block of the launch before left, its rounds posted at the same
+    # places (striped once took such a post for its own, and hung or scanned the wrong tile)
+    from gpukernels._core.launch import PLANS
+
+    monkeypatch.setattr(rungs, "device_resident", lambda *_: 100)
+    PLANS.clear()
+    try:
+        shape = (3 * 100 * RESIDENT_TILE[method](numpy.dtype(dtype)) + 77,)
+        x = _data("cumsum", shape, dtype, rng, shape[-1])
+        for _ in range(4):
+            out = poisoned(shape, reduction_result_dtype("cumsum", x.dtype, None))
+            with record_launches() as launches:
+                got = gk.cumsum(cupy.asarray(x), method=method, out=out)
+            assert [launch.grid for launch in launches] == [(100, 1, 1)]
+            _compare(got, x, "cumsum")
+    finally:
+        PLANS.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RESIDENT_TILE)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "float64", "complex128"])
 def test_resident_blocks_take_many_tiles_each(method, dtype, rng, monkeypatch):
     # a grid of three blocks (and of one): each takes dozens of tiles, several in flight, so

@@ -1137,7 +1137,11 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // data warps never wait for it, but its release store of each aggregate cost them 0.03-0.09
 // and look-back warps polling from each claim on another 0.04 (2^28 float32 per launch: as
 // first built 0.70-0.72, its publish relaxed and its look-backs 3 us after each claim 0.78;
-// pipelined 0.67-0.69). This form is not yet measured.
+// pipelined 0.67-0.69). This form, on an H200, per call (NOTES 185): 2^28 float32 0.69-0.70
+// of a copy, pipelined 0.55-0.56, torch.cumsum 0.59-0.61; int32 0.59 (0.62); float64 0.64
+// (0.67); (8192, 8192) along axis 1 0.47 (0.62). Launches whose blocks took from two to a
+// dozen tiles each hung or scanned the wrong tiles then, until each block's ring started from
+// rounds it never asks for (not yet run on a GPU since).
 // Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
 // r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
 // number in one 64-bit store, which the look-back warps wait for.
@@ -1223,6 +1227,10 @@ __host__ __device__ constexpr int gk_striped_min_blocks() {
 // gk_tile_kind (bits 40-41) and its number.
 __device__ __forceinline__ u64 gk_post(int r, unsigned kind, i64 tile) {
     return ((u64)r << 42) | ((u64)kind << 40) | (u64)tile;
+}
+// Slot k's first word: round k - GK_STRIPED_RING modulo 2^22, which no block reaches.
+__device__ __forceinline__ u64 gk_post_unasked(int k) {
+    return (u64)((k - GK_STRIPED_RING) & ((1 << 22) - 1)) << 42;
 }
 __device__ __forceinline__ bool gk_posted_round(u64 word, int r) {
     return (word >> 42) == ((u64)r & ((1ull << 22) - 1));
@@ -1416,6 +1424,9 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     const bool aligned = in_words && out_words;
     constexpr int SLOT_WORDS = WORDS * BLOCK + (WORDS * BLOCK * (int)sizeof(Acc) + 15) / 16;
     if (tid == 0) {
+        // Shared memory keeps what an earlier block on this SM left there, posts of its rounds
+        // among it: each slot starts with a round no wait of this block's asks for (r < 2^22)
+        for (int k = 0; k < GK_STRIPED_RING; ++k) ring[k] = gk_post_unasked(k);
         const i64 first = (i64)atomicAdd(control, 1ull);
         gk_post_at(ring, 0, gk_tile_kind(first, tiles, TILE, total, n, aligned), first);
         for (int k = 1; k < LOOKERS && first >= tiles; ++k) gk_post_at(ring, k, 0, tiles);
