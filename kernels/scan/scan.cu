@@ -1137,11 +1137,12 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // data warps never wait for it, but its release store of each aggregate cost them 0.03-0.09
 // and look-back warps polling from each claim on another 0.04 (2^28 float32 per launch: as
 // first built 0.70-0.72, its publish relaxed and its look-backs 3 us after each claim 0.78;
-// pipelined 0.67-0.69). This form, on an H200, per call (NOTES 185): 2^28 float32 0.69-0.70
-// of a copy, pipelined 0.55-0.56, torch.cumsum 0.59-0.61; int32 0.59 (0.62); float64 0.64
-// (0.67); (8192, 8192) along axis 1 0.47 (0.62). Launches whose blocks took from two to a
-// dozen tiles each hung or scanned the wrong tiles then, until each block's ring started from
-// rounds it never asks for (not yet run on a GPU since).
+// pipelined 0.67-0.69). This form, on an H100, per call (NOTES 187; pipelined's figure in
+// brackets): 2^28 float32 0.88 of a copy (0.69; torch.cumsum 0.70), float16 0.93 (0.71),
+// float64 2^26 0.81 (0.79), int32 0.74 (0.74), int8 into int64 0.22 (0.66), float32 2^22
+// 0.52 (0.50), 2^20 and fewer 0.35-0.45 (0.40-0.47); auto takes it for float rows of 2^22
+// elements or more. Each block's ring of posted tiles starts from rounds it never asks for:
+// shared memory keeps what an earlier block left there.
 // Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
 // r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
 // number in one 64-bit store, which the look-back warps wait for.
