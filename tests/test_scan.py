@@ -8,6 +8,8 @@ wrap-around, and the same input twice (bitwise the same output).
 
 from __future__ import annotations
 
+import math
+
 import numpy
 import pytest
 
@@ -153,6 +155,20 @@ def test_choose_sends_other_axes_to_columns():
     assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1, 90)).name == "pipelined"
     assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5, 1, 75)).name == "blocked"
     assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5 * 16, 16, 90)).name == "columns"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "complex64"])
+@pytest.mark.parametrize("capability", [0, 75, 90])
+def test_choose_takes_striped_for_long_float_rows_alone(dtype, capability):
+    dtype, long = numpy.dtype(dtype), rungs.STRIPED_MIN_ROW
+    wanted = "blocked" if capability == 75 else "striped" if dtype.kind == "f" else "pipelined"
+    for op in ("SumOp", "ProdOp"):
+        assert rungs.choose(rungs.Problem(op, dtype, long, 3, 1, capability)).name == wanted
+        assert rungs.choose(rungs.Problem(op, dtype, long, 1, 1, capability)).name == wanted
+        shorter = rungs.choose(rungs.Problem(op, dtype, long - 1, 64, 1, capability)).name
+        assert shorter == ("blocked" if capability == 75 else "pipelined")
+        assert rungs.choose(rungs.Problem(op, dtype, long, long * 2, 2, capability)).name \
+            == "columns"
 
 
 def test_pipelined_grid_is_the_resident_blocks_at_most():
@@ -598,6 +614,23 @@ def test_bad_calls_raise_before_any_launch(call, error):
             call(x)
     assert launches == []
     assert float(gk.cumsum(x)[-1]) == 24.0  # still usable
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("shape", "axis", "dtype"), [
+    ((rungs.STRIPED_MIN_ROW + 37,), None, "float32"),
+    ((2, rungs.STRIPED_MIN_ROW + 5), 1, "float16"),
+    ((3, rungs.STRIPED_MIN_ROW // 2), None, "float64"),  # flattened: one row of 3 x 2^21
+    ((rungs.STRIPED_MIN_ROW - 1,), None, "float32")])
+def test_auto_takes_striped_for_long_float_rows(shape, axis, dtype, rng):
+    x = _data("cumsum", shape, dtype, rng, shape[-1])
+    long = (math.prod(shape) if axis is None else shape[axis]) >= rungs.STRIPED_MIN_ROW
+    out = poisoned(shape if axis is not None else (math.prod(shape),), x.dtype)
+    with record_launches() as launches:
+        got = gk.cumsum(cupy.asarray(x), axis=axis, out=out)
+    assert [launch.instance.split("<")[0] for launch in launches] == \
+        ["scan_striped" if long else "scan_pipelined"]
+    _compare(got, x, "cumsum", axis=axis)
 
 
 @pytest.mark.gpu
