@@ -8,6 +8,8 @@ wrap-around, and the same input twice (bitwise the same output).
 
 from __future__ import annotations
 
+import math
+
 import numpy
 import pytest
 
@@ -155,6 +157,20 @@ def test_choose_sends_other_axes_to_columns():
     assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5 * 16, 16, 90)).name == "columns"
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "complex64"])
+@pytest.mark.parametrize("capability", [0, 75, 90])
+def test_choose_takes_striped_for_long_float_rows_alone(dtype, capability):
+    dtype, long = numpy.dtype(dtype), rungs.STRIPED_MIN_ROW
+    wanted = "blocked" if capability == 75 else "striped" if dtype.kind == "f" else "pipelined"
+    for op in ("SumOp", "ProdOp"):
+        assert rungs.choose(rungs.Problem(op, dtype, long, 3, 1, capability)).name == wanted
+        assert rungs.choose(rungs.Problem(op, dtype, long, 1, 1, capability)).name == wanted
+        shorter = rungs.choose(rungs.Problem(op, dtype, long - 1, 64, 1, capability)).name
+        assert shorter == ("blocked" if capability == 75 else "pipelined")
+        assert rungs.choose(rungs.Problem(op, dtype, long, long * 2, 2, capability)).name \
+            == "columns"
+
+
 def test_pipelined_grid_is_the_resident_blocks_at_most():
     f32 = numpy.dtype("float32")
     tiles = 1000 * 10**4 // (rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(f32)) + 1
@@ -166,6 +182,26 @@ def test_pipelined_grid_is_the_resident_blocks_at_most():
         assert step.launch.shared_mem == rungs.pipelined_shared_bytes(f32)
     with pytest.raises(ValueError, match=r"compute capability 8\.0"):
         rungs.plan_pipelined(rungs.Problem("SumOp", f32, 1000, 1, 1, 75))
+
+
+@pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
+def test_striped_grid_tile_and_shared_memory(dtype):
+    # a tile is 256 threads x 4 words of 16 bytes; the grid the resident blocks at most; three
+    # slots of the tile's words and each word's prefix, within the 99 KiB a block may opt in
+    # to on every GPU from sm_80 (with a few KiB of static arrays besides)
+    dtype = numpy.dtype(dtype)
+    tile = rungs.striped_tile(dtype)
+    assert tile * dtype.itemsize == rungs.LOOK_BACK_BLOCK * rungs.STRIPED_WORDS * 16
+    tiles = -(-1000 * 10**4 // tile)
+    for resident, grid in ((None, tiles), (lambda *_: 7, 7), (lambda *_: 10**6, tiles)):
+        step = rungs.plan_striped(rungs.Problem("SumOp", dtype, 1000, 10**4, 1, 90,
+                                                resident)).steps[0]
+        assert step.launch.grid == (grid, 1, 1) and step.scratch >= tiles
+        assert step.launch.block == (rungs.STRIPED_THREADS, 1, 1)
+        assert step.launch.shared_mem == rungs.striped_shared_bytes(dtype)
+    assert rungs.striped_shared_bytes(dtype) <= 96 * 1024
+    with pytest.raises(ValueError, match=r"compute capability 8\.0"):
+        rungs.plan_striped(rungs.Problem("SumOp", dtype, 1000, 1, 1, 75))
 
 
 def test_peers_are_held_to_numpys_sequential_bound():
@@ -283,40 +319,97 @@ def test_pipelined_keeps_its_blocks_per_sm(dtype):
         assert resident == (3 if wide else blocks) * device.attributes["MultiProcessorCount"]
 
 
+# The tile of the rungs whose resident blocks take tiles in turn, in elements of each dtype.
+RESIDENT_TILE = {"pipelined": lambda d: rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(d),
+                 "striped": rungs.striped_tile}
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "float64", "complex128"])
-def test_pipelined_blocks_take_many_tiles_each(dtype, rng, monkeypatch):
-    # a grid of three blocks: each takes dozens of tiles, two in flight, so every buffer and
-    # barrier of the ring is reused many times; rows long and short, a partial last tile
+@pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
+def test_striped_keeps_its_blocks_per_sm(dtype):
+    # scan.cu caps striped's registers so that three blocks of 256 data threads and two
+    # look-back warps share an SM where the input is at most 4 bytes wide, two where it is
+    # wider; its slots and static arrays fit a block's shared memory, and on sm_90 (228 KiB
+    # an SM) that many blocks run
+    device = cupy.cuda.Device()
+    dtype = numpy.dtype(dtype)
+    instance = rungs._striped_instance("SumOp", dtype)
+    kernel = rungs.SOURCE.function(instance)
+    registers = device.attributes["MaxRegistersPerMultiprocessor"]
+    blocks = 2 if dtype.itemsize >= 8 else 3
+    assert blocks * rungs.STRIPED_THREADS * kernel.num_regs <= registers, kernel.num_regs
+    shared = kernel.shared_size_bytes + rungs.striped_shared_bytes(dtype)
+    assert shared <= device.attributes["MaxSharedMemoryPerBlockOptin"]
+    if int(device.compute_capability) == 90:
+        # at least the launch bounds' blocks (8-byte inputs whose registers and slots allow
+        # it run three)
+        resident = rungs.device_resident(instance, rungs.STRIPED_THREADS,
+                                         rungs.striped_shared_bytes(dtype))
+        assert resident >= blocks * device.attributes["MultiProcessorCount"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RESIDENT_TILE)
+@pytest.mark.parametrize("dtype", ["float32", "int8", "float64"])
+def test_launches_in_a_row_whose_blocks_take_few_tiles(method, dtype, rng, monkeypatch):
+    # a hundred blocks of three or four tiles each, four launches in a row: a block starts on
+    # the shared memory that a block of the launch before left, its rounds posted at the same
+    # places (striped once took such a post for its own, and hung or scanned the wrong tile)
     from gpukernels._core.launch import PLANS
 
-    monkeypatch.setattr(rungs, "device_resident", lambda *_: 3)
+    monkeypatch.setattr(rungs, "device_resident", lambda *_: 100)
     PLANS.clear()
     try:
-        for shape, axis in (((123457,), None), ((7, 30011), 1), ((5000, 17), 1),
-                            ((2**17 + 3,), None)):
-            x = _data("cumsum", shape, dtype, rng, shape[-1])
+        shape = (3 * 100 * RESIDENT_TILE[method](numpy.dtype(dtype)) + 77,)
+        x = _data("cumsum", shape, dtype, rng, shape[-1])
+        for _ in range(4):
+            out = poisoned(shape, reduction_result_dtype("cumsum", x.dtype, None))
             with record_launches() as launches:
-                out = poisoned(shape, reduction_result_dtype("cumsum", x.dtype, None))
-                got = gk.cumsum(cupy.asarray(x), axis=axis, method="pipelined", out=out)
-            assert [launch.grid for launch in launches] == [(3, 1, 1)]
-            _compare(got, x, "cumsum", axis=axis)
-            again = gk.cumsum(cupy.asarray(x), axis=axis, method="pipelined")
-            assert bool((again.view(numpy.uint8) == got.view(numpy.uint8)).all())
+                got = gk.cumsum(cupy.asarray(x), method=method, out=out)
+            assert [launch.grid for launch in launches] == [(100, 1, 1)]
+            _compare(got, x, "cumsum")
     finally:
         PLANS.clear()
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("method", RESIDENT_TILE)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "float64", "complex128"])
-def test_pipelined_plain_tiles_and_their_neighbours(dtype, rng):
-    # pipelined scans a tile inside one row, with its input and output 16-byte aligned, without
-    # a test per element or word (scan.cu, gk_tile_kind); rows that end just inside, at and
-    # just past tile boundaries, a long row, and out= at an aligned start and one element
-    # after it (off 16-byte alignment where items are narrower: no tile is plain there); the
-    # elements on either side of out= stay unwritten
+def test_resident_blocks_take_many_tiles_each(method, dtype, rng, monkeypatch):
+    # a grid of three blocks (and of one): each takes dozens of tiles, several in flight, so
+    # every buffer, ring slot and barrier is reused many times; rows long and short, a partial
+    # last tile
+    from gpukernels._core.launch import PLANS
+
+    for blocks in (3, 1):
+        monkeypatch.setattr(rungs, "device_resident", lambda *_, blocks=blocks: blocks)
+        PLANS.clear()
+        try:
+            for shape, axis in (((123457,), None), ((7, 30011), 1), ((5000, 17), 1),
+                                ((2**17 + 3,), None)):
+                x = _data("cumsum", shape, dtype, rng, shape[-1])
+                with record_launches() as launches:
+                    out = poisoned(shape, reduction_result_dtype("cumsum", x.dtype, None))
+                    got = gk.cumsum(cupy.asarray(x), axis=axis, method=method, out=out)
+                assert [launch.grid for launch in launches] == [(blocks, 1, 1)]
+                _compare(got, x, "cumsum", axis=axis)
+                again = gk.cumsum(cupy.asarray(x), axis=axis, method=method)
+                assert bool((again.view(numpy.uint8) == got.view(numpy.uint8)).all())
+        finally:
+            PLANS.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RESIDENT_TILE)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "float64", "complex128"])
+def test_plain_tiles_and_their_neighbours(method, dtype, rng):
+    # pipelined and striped scan a tile inside one row, with its input and output 16-byte
+    # aligned, without a test per element or word (scan.cu, gk_tile_kind); rows that end just
+    # inside, at and just past tile boundaries, a long row, and out= at an aligned start and
+    # one element after it (off 16-byte alignment where items are narrower: no tile is plain
+    # there); the elements on either side of out= stay unwritten
     dtype = numpy.dtype(dtype)
-    tile = rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(dtype)
+    tile = RESIDENT_TILE[method](dtype)
     result = reduction_result_dtype("cumsum", dtype, None)
     for shape in ((3, tile + 1), (4, 2 * tile - 1), (3, 3 * tile), (11 * tile + 5,),
                   (2, 5 * tile + tile // 2)):
@@ -325,7 +418,7 @@ def test_pipelined_plain_tiles_and_their_neighbours(dtype, rng):
             size = int(numpy.prod(shape))
             buffer = poisoned((size + 2,), result)
             out = buffer[offset:offset + size].reshape(shape)
-            got = gk.cumsum(cupy.asarray(x), axis=-1, method="pipelined", out=out)
+            got = gk.cumsum(cupy.asarray(x), axis=-1, method=method, out=out)
             assert got is out
             _compare(out, x, "cumsum", axis=-1)
             untouched = cupy.asnumpy(buffer.view(numpy.uint8))
@@ -521,6 +614,23 @@ def test_bad_calls_raise_before_any_launch(call, error):
             call(x)
     assert launches == []
     assert float(gk.cumsum(x)[-1]) == 24.0  # still usable
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("shape", "axis", "dtype"), [
+    ((rungs.STRIPED_MIN_ROW + 37,), None, "float32"),
+    ((2, rungs.STRIPED_MIN_ROW + 5), 1, "float16"),
+    ((3, rungs.STRIPED_MIN_ROW // 2), None, "float64"),  # flattened: one row of 3 x 2^21
+    ((rungs.STRIPED_MIN_ROW - 1,), None, "float32")])
+def test_auto_takes_striped_for_long_float_rows(shape, axis, dtype, rng):
+    x = _data("cumsum", shape, dtype, rng, shape[-1])
+    long = (math.prod(shape) if axis is None else shape[axis]) >= rungs.STRIPED_MIN_ROW
+    out = poisoned(shape if axis is not None else (math.prod(shape),), x.dtype)
+    with record_launches() as launches:
+        got = gk.cumsum(cupy.asarray(x), axis=axis, out=out)
+    assert [launch.instance.split("<")[0] for launch in launches] == \
+        ["scan_striped" if long else "scan_pipelined"]
+    _compare(got, x, "cumsum", axis=axis)
 
 
 @pytest.mark.gpu

@@ -1123,7 +1123,425 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rung 5 - columns: scans along an axis that is not the last (inner > 1), such as axis 0 of a
+// Rung 5 - striped: pipelined's schedule, with the tile kept where its threads load it and more
+// than one look-back warp. Thread t holds words w * BLOCK + t (w < WORDS, 16 bytes of the input
+// each) of its tile, so every load and store of a warp covers 512 consecutive bytes of the
+// input and nothing is staged: each word's elements are combined in registers, the block scans
+// each word position (WORDS warp scans), and after one barrier every warp scans the WORDS x
+// WARPS warp totals itself. A tile is finished DEPTH - 1 rounds after its scan, from its
+// thread's own words and prefixes, held in dynamic shared memory between the two (no barrier
+// for them), and LOOKERS look-back warps take the rounds in turn, each tile's once the data warps
+// have scanned it and handed its aggregate over in shared memory; on sm_90 the data warps
+// publish it as one 128-bit record (gk_uses_records), with no fence. Why (NOTES 178-183): a
+// striped body runs at 0.92 of a copy alone, pipelined's at 0.69-0.72; with the look-back the
+// data warps never wait for it, but its release store of each aggregate cost them 0.03-0.09
+// and look-back warps polling from each claim on another 0.04 (2^28 float32 per launch: as
+// first built 0.70-0.72, its publish relaxed and its look-backs 3 us after each claim 0.78;
+// pipelined 0.67-0.69). This form, on an H100, per call (NOTES 187; pipelined's figure in
+// brackets): 2^28 float32 0.88 of a copy (0.69; torch.cumsum 0.70), float16 0.93 (0.71),
+// float64 2^26 0.81 (0.79), int32 0.74 (0.74), int8 into int64 0.22 (0.66), float32 2^22
+// 0.52 (0.50), 2^20 and fewer 0.35-0.45 (0.40-0.47); auto takes it for float rows of 2^22
+// elements or more. Each block's ring of posted tiles starts from rounds it never asks for:
+// shared memory keeps what an earlier block left there.
+// Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
+// r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
+// number in one 64-bit store, which the look-back warps wait for.
+// ---------------------------------------------------------------------------------------------
+constexpr int GK_STRIPED_RING = 8;  // posted tiles; at least DEPTH + LOOKERS (see scan_striped)
+
+// striped's tile aggregates as 16-byte records {value, flag} (sm_90, accumulators of up to 8
+// bytes), after the flags (record k at flags + capacity + 2k; rungs.scratch zeroes three words a
+// tile): written with one relaxed 128-bit atomic exchange and read with 128-bit atomic
+// compare-and-swap, so a value and its flag arrive together and no fence stands on the data
+// warps' path. A release store is a MEMBAR.ALL.GPU, which cost the striped data path 0.03-0.09
+// of a copy (benchmarks/NOTES.md, item 181). Flags of the same epoch rules as gk_set_flag's.
+template <typename Acc>
+__device__ constexpr bool gk_uses_records() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    return sizeof(Acc) <= 8;
+#else
+    return false;
+#endif
+}
+template <typename Acc>
+__device__ __forceinline__ u64 gk_bits(Acc value) {
+    u64 bits = 0;
+    memcpy(&bits, &value, sizeof(Acc));
+    return bits;
+}
+template <typename Acc>
+__device__ __forceinline__ Acc gk_from_bits(u64 bits) {
+    Acc value;
+    memcpy(&value, &bits, sizeof(Acc));
+    return value;
+}
+__device__ __forceinline__ void gk_record_store(u64* record, u64 bits, u64 flag) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n .reg .b128 d, b;\n mov.b128 b, {%0, %1};\n"
+                 " atom.relaxed.gpu.global.exch.b128 d, [%2], b;\n}\n"
+                 ::"l"(bits), "l"(flag), "l"(record) : "memory");
+#endif
+}
+__device__ __forceinline__ void gk_record_load(u64* record, u64& bits, u64& flag) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // a compare-and-swap of zeros with zeros: the record, read atomically, left as it was
+    asm volatile("{\n .reg .b128 d, c;\n mov.b128 c, {%2, %2};\n"
+                 " atom.relaxed.gpu.global.cas.b128 d, [%3], c, c;\n mov.b128 {%0, %1}, d;\n}\n"
+                 : "=l"(bits), "=l"(flag) : "l"(0ull), "l"(record) : "memory");
+#else
+    bits = 0;
+    flag = 0;
+#endif
+}
+
+// gk_group_before from the records: W_g(i - 1) of tile `tile` (i its place in the group), the
+// same warp scan of the same values, so the same bits.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records, i64 tile,
+                                                                   u64 epoch) {
+    const int position = (int)(tile % 32), lane = threadIdx.x & 31;
+    if (position == 0) return gk_segment_identity<Op, Acc>();
+    gk_segment<Acc> s = gk_segment_identity<Op, Acc>();
+    if (lane < position) {
+        u64* const record = records + 2 * (tile - position + lane);
+        u64 bits, flag;
+        gk_record_load(record, bits, flag);
+        while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
+            gk_backoff();
+            gk_record_load(record, bits, flag);
+        }
+        s.value = gk_from_bits<Acc>(bits);
+        s.start = (flag & GK_START) != 0;
+    }
+    return gk_segment_from(gk_warp_scan<Op>(s), position - 1);
+}
+
+// striped's blocks per SM: its registers are capped so that this many fit (its shared memory
+// allows three on an H100 for accumulators of up to 8 bytes, two for complex128). The rung
+// runs on sm_80 and newer; compiled for sm_75, two.
+template <typename In>
+__host__ __device__ constexpr int gk_striped_min_blocks() {
+    return gk_min_blocks<In, 3, 2, 2>();
+}
+
+// A posted tile: round r modulo 2^22 (bits 42 and up: a slot is reused every few rounds), its
+// gk_tile_kind (bits 40-41) and its number.
+__device__ __forceinline__ u64 gk_post(int r, unsigned kind, i64 tile) {
+    return ((u64)r << 42) | ((u64)kind << 40) | (u64)tile;
+}
+// Slot k's first word: round k - GK_STRIPED_RING modulo 2^22, which no block reaches.
+__device__ __forceinline__ u64 gk_post_unasked(int k) {
+    return (u64)((k - GK_STRIPED_RING) & ((1 << 22) - 1)) << 42;
+}
+__device__ __forceinline__ bool gk_posted_round(u64 word, int r) {
+    return (word >> 42) == ((u64)r & ((1ull << 22) - 1));
+}
+__device__ __forceinline__ void gk_post_at(u64* ring, int r, unsigned kind, i64 tile) {
+    *(volatile u64*)(ring + r % GK_STRIPED_RING) = gk_post(r, kind, tile);
+}
+__device__ __forceinline__ u64 gk_posted(const u64* ring, int r) {
+    const volatile u64* slot = ring + r % GK_STRIPED_RING;
+    u64 word = *slot;
+    while (!gk_posted_round(word, r)) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+        __nanosleep(32);
+#endif
+        word = *slot;
+    }
+    return word;
+}
+__device__ __forceinline__ i64 gk_posted_tile(u64 word) { return (i64)(word & ((1ull << 40) - 1)); }
+__device__ __forceinline__ unsigned gk_posted_kind(u64 word) { return (unsigned)(word >> 40) & 3u; }
+
+// Bits k (k < PER) of the elements at .. at + PER - 1 of the scan sequence that begin a row;
+// how many of those elements lie before `total`.
+template <int PER>
+__device__ __forceinline__ unsigned gk_word_starts(i64 at, i64 n) {
+    const i64 position = at % n;
+    unsigned bits = 0;
+    for (i64 k = position == 0 ? 0 : n - position; k < PER; k += n) bits |= 1u << k;
+    return bits;
+}
+template <int PER>
+__device__ __forceinline__ int gk_word_valid(i64 at, i64 total) {
+    return at >= total ? 0 : (total - at < PER ? (int)(total - at) : PER);
+}
+
+// gk_warp_scan where no element starts a row (a plain tile): the values alone, combined in the
+// same order, so the bits are gk_warp_scan's.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_warp_scan_plain(gk_segment<Acc> s) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const Acc left = gk_shfl_up(s.value, d);
+        if (lane >= d) s.value = Op::combine(left, s.value);
+    }
+    return s;
+}
+
+// striped's data warps, round r's scan of the tile at `base`: its words loaded, each word's
+// elements combined, the word positions scanned across the block (one barrier, the totals at
+// `totals`), the words and each word's prefix within the tile left in this round's slot of
+// shared memory (`held_words`, `held_prefix`, `held_starts`); returns the tile's aggregate.
+// PLAIN: see gk_tile_kind (no starts, every word whole, input and output aligned).
+template <typename Op, typename In, typename Acc, int BLOCK, int WORDS, bool PLAIN>
+__device__ __forceinline__ gk_segment<Acc> gk_striped_scan(
+        const In* __restrict__ in, i64 base, i64 total, i64 n, i64 inner, bool whole_words,
+        uint4* held_words, Acc* held_prefix, unsigned char* held_starts,
+        gk_segment<Acc> (*totals)[BLOCK / 32], int tid) {
+    constexpr int PER = (int)(16 / sizeof(In)), WARPS = BLOCK / 32;
+    static_assert(WORDS * WARPS == 32, "a lane per warp total");
+    typedef gk_segment<Acc> Segment;
+    const int lane = tid & 31, warp = tid >> 5;
+    gk_scan_word<In> word[WORDS];
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const int i = w * BLOCK + tid;
+        if (PLAIN) {
+            word[w].bits = reinterpret_cast<const uint4*>(in + base)[i];
+        } else {
+            word[w].bits = make_uint4(0, 0, 0, 0);
+            gk_load_word<In, PER>(word[w], in, base + (i64)i * PER, total, n, inner, whole_words);
+        }
+    }
+    Segment before[WORDS];
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const i64 at = base + (i64)(w * BLOCK + tid) * PER;
+        const unsigned starts = PLAIN ? 0u : gk_word_starts<PER>(at, n);
+        const int valid = PLAIN ? PER : gk_word_valid<PER>(at, total);
+        Segment s = gk_segment_identity<Op, Acc>();
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            if (k < valid) {
+                const Acc x = to_acc<Acc>(word[w].elem[k]);
+                s.value = (starts >> k) & 1 ? x : Op::combine(s.value, x);
+            }
+        }
+        s.start = (starts & ((1u << valid) - 1u)) != 0;
+        const Segment inclusive = PLAIN ? gk_warp_scan_plain<Op>(s) : gk_warp_scan<Op>(s);
+        before[w].value = gk_shfl_up(inclusive.value, 1);
+        before[w].start = PLAIN ? 0 : __shfl_up_sync(0xffffffffu, inclusive.start, 1);
+        if (lane == 31) totals[w][warp] = inclusive;
+        held_words[w * BLOCK + tid] = word[w].bits;
+    }
+    gk_bar_sync(GK_BAR_DATA, BLOCK);
+    // The tile's WORDS x WARPS totals in the tile's order (word position, then warp), scanned.
+    const Segment scanned = gk_warp_scan<Op>((&totals[0][0])[lane]);
+    unsigned prefix_starts = 0;
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const int at = w * WARPS + warp;
+        Segment prefix = gk_segment_from(scanned, (at + 31) & 31);
+        if (at == 0) prefix = gk_segment_identity<Op, Acc>();
+        if (lane > 0) prefix = gk_segment_combine<Op>(prefix, before[w]);
+        held_prefix[w * BLOCK + tid] = prefix.value;
+        prefix_starts |= (unsigned)prefix.start << w;
+    }
+    held_starts[tid] = (unsigned char)prefix_starts;
+    return gk_segment_from(scanned, 31);
+}
+
+// The finish of a tile scanned DEPTH - 1 rounds before, whose prefix is `tile_prefix`: each
+// word's elements after their prefix within the tile, written as 16-byte words of Out where
+// the output allows (PLAIN, or aligned, contiguous and whole), element by element otherwise.
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int WORDS, bool PLAIN>
+__device__ __forceinline__ void gk_striped_finish(
+        Out* __restrict__ out, i64 base, i64 total, i64 n, i64 inner, bool whole_words,
+        const uint4* held_words, const Acc* held_prefix, const unsigned char* held_starts,
+        Acc tile_prefix, int tid) {
+    constexpr int PER = (int)(16 / sizeof(In)), OUT_PER = (int)(16 / sizeof(Out));
+    constexpr int OUT_WORDS = PER / OUT_PER;  // 16-byte words of Out a word of In gives
+    const unsigned prefix_starts = held_starts[tid];
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) {
+        const int i = w * BLOCK + tid;
+        const i64 at = base + (i64)i * PER;
+        gk_scan_word<In> word;
+        word.bits = held_words[i];
+        const unsigned starts = PLAIN ? 0u : gk_word_starts<PER>(at, n);
+        const int valid = PLAIN ? PER : gk_word_valid<PER>(at, total);
+        gk_segment<Acc> running;
+        running.value = held_prefix[i];
+        running.start = (prefix_starts >> w) & 1;
+        gk_scan_word<Out> result[OUT_WORDS];
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const Acc x = k < valid ? to_acc<Acc>(word.elem[k]) : Op::template identity<Acc>();
+            const bool start = (starts >> k) & 1;
+            running.value = start ? x : Op::combine(running.value, x);
+            running.start |= start;
+            const Acc value =
+                running.start ? running.value : Op::combine(tile_prefix, running.value);
+            result[k / OUT_PER].elem[k % OUT_PER] = to_acc<Out>(value);
+        }
+        if (PLAIN || (whole_words && valid == PER)) {
+#pragma unroll
+            for (int q = 0; q < OUT_WORDS; ++q) {
+                reinterpret_cast<uint4*>(out + at)[q] = result[q].bits;
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < PER; ++k) {
+                const i64 e = at + k;
+                if (k < valid) {
+                    out[inner == 1 ? e : gk_scan_address(e / n, e % n, n, inner)] =
+                        result[k / OUT_PER].elem[k % OUT_PER];
+                }
+            }
+        }
+    }
+}
+
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int WORDS, int DEPTH,
+          int LOOKERS>
+__global__ void __launch_bounds__(BLOCK + 32 * LOOKERS, gk_striped_min_blocks<In>())
+scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, i64 inner,
+             u64* __restrict__ control, u64* __restrict__ flags, char* __restrict__ values,
+             i64 capacity) {
+    constexpr int PER = (int)(16 / sizeof(In)), WARPS = BLOCK / 32;
+    constexpr int TILE = BLOCK * WORDS * PER;
+    constexpr unsigned PREFIX_THREADS = BLOCK + 32;  // the data warps and one look-back warp
+    constexpr unsigned BAR_AGGREGATE = GK_BAR_PREFIX + 4;  // + r % DEPTH: round r's aggregate
+    static_assert(DEPTH >= 2 && DEPTH <= 4 && BAR_AGGREGATE + DEPTH <= 16, "named barriers");
+    static_assert(DEPTH + LOOKERS <= GK_STRIPED_RING, "a posted tile outlives its readers");
+    static_assert(WORDS <= 8 && sizeof(Out) >= sizeof(In), "starts in a byte; outputs as wide");
+    typedef gk_segment<Acc> Segment;
+    // DEPTH slots, each the tile's words (WORDS x BLOCK) and then each word's prefix
+    extern __shared__ uint4 gk_striped_slots[];
+    __shared__ Segment totals[2][WORDS][WARPS];  // round r's at r % 2
+    __shared__ unsigned char prefix_starts[DEPTH][BLOCK];
+    __shared__ Acc prefix_shared[DEPTH];
+    __shared__ Segment aggregate_shared[DEPTH];
+    __shared__ u64 ring[GK_STRIPED_RING];
+    __shared__ u64 epoch_shared;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const i64 total = n * rows;
+    const i64 tiles = (total + TILE - 1) / TILE;
+    const bool in_words = inner == 1 && reinterpret_cast<u64>(in) % 16 == 0;
+    const bool out_words = inner == 1 && reinterpret_cast<u64>(out) % 16 == 0;
+    const bool aligned = in_words && out_words;
+    constexpr int SLOT_WORDS = WORDS * BLOCK + (WORDS * BLOCK * (int)sizeof(Acc) + 15) / 16;
+    if (tid == 0) {
+        // Shared memory keeps what an earlier block on this SM left there, posts of its rounds
+        // among it: each slot starts with a round no wait of this block's asks for (r < 2^22)
+        for (int k = 0; k < GK_STRIPED_RING; ++k) ring[k] = gk_post_unasked(k);
+        const i64 first = (i64)atomicAdd(control, 1ull);
+        gk_post_at(ring, 0, gk_tile_kind(first, tiles, TILE, total, n, aligned), first);
+        for (int k = 1; k < LOOKERS && first >= tiles; ++k) gk_post_at(ring, k, 0, tiles);
+        epoch_shared = gk_load_l2(control + 2);
+    }
+    __syncthreads();
+    const u64 epoch = epoch_shared;
+
+    if (warp >= WARPS) {
+        // A look-back warp: rounds warp - WARPS, + LOOKERS, ..., each tile's look-back once the
+        // data warps have scanned it. Its neighbours, claimed just before it, publish at about
+        // the same time, so it reads little before what it waits for is there: warps that read
+        // from the claim on cost the data path 0.04 of a copy in polls (NOTES 183).
+        for (int r = warp - WARPS;; r += LOOKERS) {
+            const u64 posted = gk_posted(ring, r);
+            const i64 tile = gk_posted_tile(posted);
+            if (tile >= tiles) break;
+            // Round r's aggregate, from the data warps; they have also finished the tile that
+            // held this round's slot DEPTH rounds before (before they scanned this one).
+            gk_bar_sync(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
+            const Segment aggregate = aggregate_shared[r % DEPTH];
+            const bool continues = (gk_posted_kind(posted) & GK_CONTINUES) != 0;
+            const bool last = tile % 32 == 31;
+            Acc prefix = Op::template identity<Acc>();
+            if (continues || last) {
+                const Segment before =
+                    gk_uses_records<Acc>()
+                        ? gk_group_before_records<Op, Acc>(flags + capacity, tile, epoch)
+                        : gk_group_before<Op, Acc>(flags, values, tile, epoch);
+                const u64 own = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0);
+                Segment through = before;
+                if (last) {
+                    through = gk_publish_group<Op>(flags, values, capacity, tile, before,
+                                                   aggregate, own);
+                }
+                const Segment q = tile >= 32 && continues && !before.start
+                                      ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
+                                      : gk_segment_identity<Op, Acc>();
+                if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+                prefix = gk_segment_combine<Op>(q, before).value;
+            }
+            if (lane == 0) prefix_shared[r % DEPTH] = prefix;
+            gk_bar_arrive(GK_BAR_PREFIX + r % DEPTH, PREFIX_THREADS);
+        }
+        return;
+    }
+
+    bool ended = false;  // a round's tile was past the last: so is every later round's
+    int last_finish = -1;  // the round that finishes the last tile scanned so far
+    for (int r = 0;; ++r) {
+        const u64 posted = ended ? gk_post(r, 0, tiles) : gk_posted(ring, r);
+        const i64 tile = gk_posted_tile(posted);
+        ended = tile >= tiles;
+        if (!ended) last_finish = r + DEPTH - 1;
+        if (r > last_finish) break;  // every tile the block took is finished
+        const int finished = r - (DEPTH - 1);  // the round whose tile is finished in this one
+        const u64 posted_before = finished >= 0 ? gk_posted(ring, finished) : gk_post(0, 0, tiles);
+        const i64 prev = gk_posted_tile(posted_before);
+        if (tile < tiles) {
+            uint4* const slot = gk_striped_slots + (r % DEPTH) * SLOT_WORDS;
+            Acc* const slot_prefix = reinterpret_cast<Acc*>(slot + WORDS * BLOCK);
+            const i64 base = tile * TILE;
+            const Segment aggregate =
+                gk_posted_kind(posted) & GK_PLAIN
+                    ? gk_striped_scan<Op, In, Acc, BLOCK, WORDS, true>(
+                          in, base, total, n, inner, in_words, slot, slot_prefix,
+                          prefix_starts[r % DEPTH], totals[r & 1], tid)
+                    : gk_striped_scan<Op, In, Acc, BLOCK, WORDS, false>(
+                          in, base, total, n, inner, in_words, slot, slot_prefix,
+                          prefix_starts[r % DEPTH], totals[r & 1], tid);
+            if (tid == 0) {
+                const u64 flag =
+                    epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE;
+                if (gk_uses_records<Acc>()) {
+                    gk_record_store(flags + capacity + 2 * tile, gk_bits(aggregate.value), flag);
+                } else {
+                    gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile,
+                               aggregate.value, flag);
+                }
+                aggregate_shared[r % DEPTH] = aggregate;
+            }
+            gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
+        }
+        if (prev < tiles) {
+            const int s = finished % DEPTH;
+            const uint4* const slot = gk_striped_slots + s * SLOT_WORDS;
+            const Acc* const slot_prefix = reinterpret_cast<const Acc*>(slot + WORDS * BLOCK);
+            gk_bar_sync(GK_BAR_PREFIX + s, PREFIX_THREADS);
+            const unsigned kind = gk_posted_kind(posted_before);
+            const Acc tile_prefix =
+                kind & GK_CONTINUES ? prefix_shared[s] : Op::template identity<Acc>();
+            if (kind & GK_PLAIN) {
+                gk_striped_finish<Op, In, Acc, Out, BLOCK, WORDS, true>(
+                    out, prev * TILE, total, n, inner, out_words, slot, slot_prefix,
+                    prefix_starts[s], tile_prefix, tid);
+            } else {
+                gk_striped_finish<Op, In, Acc, Out, BLOCK, WORDS, false>(
+                    out, prev * TILE, total, n, inner, out_words, slot, slot_prefix,
+                    prefix_starts[s], tile_prefix, tid);
+            }
+        }
+        // Post round r + 1's tile (and, at the end, a tile past the last for every look-back
+        // warp's next round).
+        if (tid == 0 && tile < tiles) {
+            const i64 next = (i64)atomicAdd(control, 1ull);
+            gk_post_at(ring, r + 1, gk_tile_kind(next, tiles, TILE, total, n, aligned), next);
+            for (int k = 2; k <= LOOKERS && next >= tiles; ++k) gk_post_at(ring, r + k, 0, tiles);
+        }
+    }
+    gk_finish_launch(control, epoch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 6 - columns: scans along an axis that is not the last (inner > 1), such as axis 0 of a
 // matrix. look_back reads such a scan one element per load with a stride of inner elements: a
 // warp's load touches 32 separate sectors. Here lane c of each warp takes column c of a chunk of
 // 32 neighbouring columns, so a warp's load is one row of the chunk (128 contiguous bytes of

@@ -134,12 +134,13 @@ _VALUE_BYTES = 16  # room per tile for the widest accumulator (complex128)
 def scratch(capacity: int) -> tuple:
     """(control, flags, values) of the current device and stream for launches of up to
     ``capacity`` tiles: look_back's tile counter, finished-block counter and epoch; a flag per
-    tile; room for an aggregate, an inclusive prefix and a group total per tile. One set per
-    capacity (a power of two; :func:`stream_buffers`); each launch leaves the counters ready
-    for the next."""
+    tile, then striped's 16-byte record of each tile's aggregate and flag (scan.cu,
+    gk_uses_records), all zeroed; room for an aggregate, an inclusive prefix and a group total
+    per tile. One set per capacity (a power of two; :func:`stream_buffers`); each launch
+    leaves the counters ready for the next."""
     cupy = _device.cupy
     return stream_buffers(("scan", capacity), lambda: (
-        cupy.zeros(4, dtype=numpy.uint64), cupy.zeros(capacity, dtype=numpy.uint64),
+        cupy.zeros(4, dtype=numpy.uint64), cupy.zeros(3 * capacity, dtype=numpy.uint64),
         cupy.empty(3 * capacity * _VALUE_BYTES, numpy.uint8)))
 
 
@@ -288,7 +289,57 @@ def plan_pipelined(p: Problem) -> Plan:
                       _single_pass_args(p, capacity), capacity)])
 
 
-# --- rung 5: columns ----------------------------------------------------------------------------
+# --- rung 5: striped ----------------------------------------------------------------------------
+
+STRIPED_WORDS = 4  # 16-byte words of the input a data thread holds of each tile
+STRIPED_DEPTH = 3  # a tile is finished this many rounds after its scan, less one
+STRIPED_LOOKERS = 2  # look-back warps a block, taking the rounds in turn
+STRIPED_THREADS = LOOK_BACK_BLOCK + 32 * STRIPED_LOOKERS
+#: auto takes striped for float rows of at least this many elements: from there on it ran ahead
+#: of pipelined per call on an H100 (float32 0.52 of a copy at 2^22 against 0.50, 0.88 at 2^28
+#: against 0.69; benchmarks/NOTES.md, item 187). Integers summed into 64 bits ran level or
+#: behind (int32 0.74 at 2^28 either way), and so did float rows of 2^20 elements or fewer.
+STRIPED_MIN_ROW = 1 << 22
+
+
+def striped_tile(dtype: numpy.dtype) -> int:
+    """Elements of a striped tile: LOOK_BACK_BLOCK threads x STRIPED_WORDS words of 16 bytes
+    (4096 float32, 16384 int8, 1024 complex128)."""
+    return LOOK_BACK_BLOCK * STRIPED_WORDS * (16 // dtype.itemsize)
+
+
+def striped_shared_bytes(dtype: numpy.dtype) -> int:
+    """striped's STRIPED_DEPTH slots (dynamic shared memory), each a tile's input words and
+    each word's prefix within the tile (one accumulator a word, in whole 16-byte words)."""
+    words = LOOK_BACK_BLOCK * STRIPED_WORDS
+    prefixes = ceil_div(words * accumulator(dtype)[0].itemsize, 16)
+    return STRIPED_DEPTH * 16 * (words + prefixes)
+
+
+def _striped_instance(op: str, read: numpy.dtype) -> str:
+    acc, out = accumulator(read)
+    return (f"scan_striped<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {LOOK_BACK_BLOCK}, "
+            f"{STRIPED_WORDS}, {STRIPED_DEPTH}, {STRIPED_LOOKERS}>")
+
+
+def plan_striped(p: Problem) -> Plan:
+    """One launch of resident blocks (as many as fit the device at once, at most a block per
+    tile) that take striped tiles in turn, STRIPED_DEPTH in flight each."""
+    if 0 < p.capability < PIPELINED_CAPABILITY:
+        raise ValueError(f"the scan rung 'striped' needs compute capability "
+                         f"{PIPELINED_CAPABILITY / 10:.1f} (its tiles' shared memory); this GPU "
+                         f"has {p.capability / 10:.1f}: use 'blocked' or 'auto'")
+    tiles = ceil_div(p.n * p.rows, striped_tile(p.dtype))
+    capacity = capacity_for(tiles)
+    instance = _striped_instance(p.op, p.dtype)
+    shared = striped_shared_bytes(p.dtype)
+    grid = tiles if p.resident is None else min(tiles, p.resident(instance, STRIPED_THREADS,
+                                                                  shared))
+    return Plan([Step(Launch(SOURCE, instance, (grid, 1, 1), (STRIPED_THREADS, 1, 1), shared),
+                      _single_pass_args(p, capacity), capacity)])
+
+
+# --- rung 6: columns ----------------------------------------------------------------------------
 
 COLUMN_WARPS = 8
 COLUMN_ROWS = 16  # rows per warp: a tile is COLUMN_WARPS x COLUMN_ROWS rows of 32 columns
@@ -459,6 +510,15 @@ LADDER = Ladder("scan", (
          _dtype_groups("scan_pipelined", _pipelined_instance, 3,
                        capabilities=range(PIPELINED_CAPABILITY, 1000)),
          plan_pipelined, Needs(capability=PIPELINED_CAPABILITY)),
+    Rung("striped",
+         "pipelined's schedule with each thread's words of the tile kept in registers as "
+         "loaded (every access of a warp 512 consecutive bytes, nothing staged), tiles "
+         "finished two rounds after their scan, and two look-back warps a block taking the "
+         "tiles in turn",
+         # auto's rung for long float rows (choose): compiled on first use, one instance a dtype
+         SOURCE, "scan_striped",
+         _dtype_groups("scan_striped", _striped_instance, 3, at_import=False),
+         plan_striped, Needs(capability=PIPELINED_CAPABILITY)),
     Rung("columns",
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
          "columns, a look-back per column (by groups of 32 tiles where chunks of 32 columns "
@@ -476,8 +536,13 @@ LADDER = Ladder("scan", (
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"``: pipelined for scans along the last axis (or of a flattened array),
-    blocked on GPUs older than compute capability 8.0; columns along any other axis."""
+    """``method="auto"``: along the last axis (or of a flattened array), striped for float
+    rows of :data:`STRIPED_MIN_ROW` elements or more and pipelined for the others, blocked on
+    GPUs older than compute capability 8.0; columns along any other axis."""
     if p.inner != 1:
         return LADDER["columns"]
-    return LADDER["blocked"] if 0 < p.capability < PIPELINED_CAPABILITY else LADDER["pipelined"]
+    if 0 < p.capability < PIPELINED_CAPABILITY:
+        return LADDER["blocked"]
+    if p.dtype.kind == "f" and p.n >= STRIPED_MIN_ROW:
+        return LADDER["striped"]
+    return LADDER["pipelined"]
