@@ -1353,6 +1353,42 @@ __device__ __forceinline__ void gk_striped_finish(
         Acc tile_prefix, int tid) {
     constexpr int PER = (int)(16 / sizeof(In)), OUT_PER = (int)(16 / sizeof(Out));
     constexpr int OUT_WORDS = PER / OUT_PER;  // 16-byte words of Out a word of In gives
+    if constexpr (PLAIN && OUT_WORDS > 1) {
+        // Outputs wider than the input (int32 summed into int64): thread tid writes the tile's
+        // output words c * BLOCK + tid, so that a warp's store covers 512 consecutive bytes
+        // (its own word's OUT_WORDS would leave every store of a warp 1 / OUT_WORDS of each
+        // sector); output word j is part q = j % OUT_WORDS of input word j / OUT_WORDS,
+        // finished from that word as held, in the same order of combines, so the same bits.
+        static_assert(BLOCK % OUT_WORDS == 0, "a thread's part is the same in every word");
+        const int q = tid % OUT_WORDS;
+#pragma unroll 4  // wholly unrolled, int32's instance spilled 36 bytes
+        for (int c = 0; c < WORDS * OUT_WORDS; ++c) {
+            const int j = c * BLOCK + tid, i = j / OUT_WORDS;
+            gk_scan_word<In> word;
+            word.bits = held_words[i];
+            gk_segment<Acc> running;
+            running.value = held_prefix[i];
+            running.start = (held_starts[i % BLOCK] >> (i / BLOCK)) & 1;
+            Out value[PER];
+#pragma unroll
+            for (int k = 0; k < PER; ++k) {
+                running.value = Op::combine(running.value, to_acc<Acc>(word.elem[k]));
+                value[k] = to_acc<Out>(running.start ? running.value
+                                                     : Op::combine(tile_prefix, running.value));
+            }
+            gk_scan_word<Out> result;
+#pragma unroll
+            for (int m = 0; m < OUT_PER; ++m) {
+                result.elem[m] = value[m];
+#pragma unroll
+                for (int part = 1; part < OUT_WORDS; ++part) {
+                    if (q == part) result.elem[m] = value[part * OUT_PER + m];
+                }
+            }
+            reinterpret_cast<uint4*>(out + base)[j] = result.bits;
+        }
+        return;
+    }
     const unsigned prefix_starts = held_starts[tid];
 #pragma unroll
     for (int w = 0; w < WORDS; ++w) {
