@@ -157,16 +157,21 @@ def test_choose_sends_other_axes_to_columns():
     assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5 * 16, 16, 90)).name == "columns"
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "complex64"])
+@pytest.mark.parametrize(("dtype", "shortest"), [
+    ("float16", 1), ("float32", 1), ("float64", 1), ("int16", 1), ("int32", 1), ("uint32", 1),
+    ("int8", 4), ("uint8", 4), ("bool", 4), ("int64", None), ("uint64", None),
+    ("complex64", None)])
 @pytest.mark.parametrize("capability", [0, 75, 90])
-def test_choose_takes_striped_for_long_float_rows_alone(dtype, capability):
-    dtype, long = numpy.dtype(dtype), rungs.STRIPED_MIN_ROW
-    wanted = "blocked" if capability == 75 else "striped" if dtype.kind == "f" else "pipelined"
+def test_choose_takes_striped_for_long_rows_of_the_measured_dtypes(dtype, shortest, capability):
+    dtype = numpy.dtype(dtype)
+    long = rungs.STRIPED_MIN_ROW * (shortest or 1)
+    assert rungs.striped_min_row(dtype) == (shortest and long)
+    other = "blocked" if capability == 75 else "pipelined"
+    wanted = other if shortest is None else "blocked" if capability == 75 else "striped"
     for op in ("SumOp", "ProdOp"):
         assert rungs.choose(rungs.Problem(op, dtype, long, 3, 1, capability)).name == wanted
         assert rungs.choose(rungs.Problem(op, dtype, long, 1, 1, capability)).name == wanted
-        shorter = rungs.choose(rungs.Problem(op, dtype, long - 1, 64, 1, capability)).name
-        assert shorter == ("blocked" if capability == 75 else "pipelined")
+        assert rungs.choose(rungs.Problem(op, dtype, long - 1, 64, 1, capability)).name == other
         assert rungs.choose(rungs.Problem(op, dtype, long, long * 2, 2, capability)).name \
             == "columns"
 
@@ -621,11 +626,18 @@ def test_bad_calls_raise_before_any_launch(call, error):
     ((rungs.STRIPED_MIN_ROW + 37,), None, "float32"),
     ((2, rungs.STRIPED_MIN_ROW + 5), 1, "float16"),
     ((3, rungs.STRIPED_MIN_ROW // 2), None, "float64"),  # flattened: one row of 3 x 2^21
-    ((rungs.STRIPED_MIN_ROW - 1,), None, "float32")])
-def test_auto_takes_striped_for_long_float_rows(shape, axis, dtype, rng):
+    ((rungs.STRIPED_MIN_ROW - 1,), None, "float32"),
+    ((rungs.STRIPED_MIN_ROW + 3,), None, "int32"),
+    ((4 * rungs.STRIPED_MIN_ROW + 1,), None, "int8"),
+    ((4 * rungs.STRIPED_MIN_ROW - 1,), None, "int8"),
+    ((rungs.STRIPED_MIN_ROW + 3,), None, "int64")])
+def test_auto_takes_striped_for_long_rows(shape, axis, dtype, rng):
     x = _data("cumsum", shape, dtype, rng, shape[-1])
-    long = (math.prod(shape) if axis is None else shape[axis]) >= rungs.STRIPED_MIN_ROW
-    out = poisoned(shape if axis is not None else (math.prod(shape),), x.dtype)
+    shortest = rungs.striped_min_row(x.dtype)
+    row = math.prod(shape) if axis is None else shape[axis]
+    long = shortest is not None and row >= shortest
+    out = poisoned(shape if axis is not None else (math.prod(shape),),
+                   reduction_result_dtype("cumsum", x.dtype, None))
     with record_launches() as launches:
         got = gk.cumsum(cupy.asarray(x), axis=axis, out=out)
     assert [launch.instance.split("<")[0] for launch in launches] == \

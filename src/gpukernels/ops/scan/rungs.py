@@ -295,11 +295,20 @@ STRIPED_WORDS = 4  # 16-byte words of the input a data thread holds of each tile
 STRIPED_DEPTH = 3  # a tile is finished this many rounds after its scan, less one
 STRIPED_LOOKERS = 2  # look-back warps a block, taking the rounds in turn
 STRIPED_THREADS = LOOK_BACK_BLOCK + 32 * STRIPED_LOOKERS
-#: auto takes striped for float rows of at least this many elements: from there on it ran ahead
-#: of pipelined per call on an H100 (float32 0.52 of a copy at 2^22 against 0.50, 0.88 at 2^28
-#: against 0.69; benchmarks/NOTES.md, item 187). Integers summed into 64 bits ran level or
-#: behind (int32 0.74 at 2^28 either way), and so did float rows of 2^20 elements or fewer.
+#: auto takes striped for rows of at least this many elements of floats and of integers of 2
+#: and 4 bytes, and of 4 times as many of 1-byte items: from there on it ran ahead of pipelined
+#: per call on an H100 (float32 0.50 of a copy at 2^22 against 0.47, 0.88 at 2^28 against 0.68;
+#: int32 into int64 0.67 against 0.58 at 2^22, 0.95 against 0.74 at 2^28; int8 0.64 against
+#: 0.63 at 2^24, 0.32 against 0.45 at 2^22; benchmarks/NOTES.md, items 187-188). Shorter rows
+#: ran level or behind; 8-byte integers and complex are not measured and stay with pipelined.
 STRIPED_MIN_ROW = 1 << 22
+
+
+def striped_min_row(dtype: numpy.dtype) -> int | None:
+    """The shortest row of ``dtype`` for which auto takes striped (None: never)."""
+    if dtype.kind == "f" or (dtype.kind in "biu" and dtype.itemsize <= 4):
+        return STRIPED_MIN_ROW * (4 if dtype.itemsize == 1 else 1)
+    return None
 
 
 def striped_tile(dtype: numpy.dtype) -> int:
@@ -515,7 +524,7 @@ LADDER = Ladder("scan", (
          "loaded (every access of a warp 512 consecutive bytes, nothing staged), tiles "
          "finished two rounds after their scan, and two look-back warps a block taking the "
          "tiles in turn",
-         # auto's rung for long float rows (choose): compiled on first use, one instance a dtype
+         # auto's rung for long rows (choose): compiled on first use, one instance a dtype
          SOURCE, "scan_striped",
          _dtype_groups("scan_striped", _striped_instance, 3, at_import=False),
          plan_striped, Needs(capability=PIPELINED_CAPABILITY)),
@@ -536,13 +545,14 @@ LADDER = Ladder("scan", (
 
 
 def choose(p: Problem) -> Rung:
-    """``method="auto"``: along the last axis (or of a flattened array), striped for float
-    rows of :data:`STRIPED_MIN_ROW` elements or more and pipelined for the others, blocked on
-    GPUs older than compute capability 8.0; columns along any other axis."""
+    """``method="auto"``: along the last axis (or of a flattened array), striped for rows of
+    at least :func:`striped_min_row` elements and pipelined for the others, blocked on GPUs
+    older than compute capability 8.0; columns along any other axis."""
     if p.inner != 1:
         return LADDER["columns"]
     if 0 < p.capability < PIPELINED_CAPABILITY:
         return LADDER["blocked"]
-    if p.dtype.kind == "f" and p.n >= STRIPED_MIN_ROW:
+    shortest = striped_min_row(p.dtype)
+    if shortest is not None and p.n >= shortest:
         return LADDER["striped"]
     return LADDER["pipelined"]
