@@ -5,8 +5,8 @@ the operator. Each input layout is planned once: the scan becomes ``rows`` scans
 elements of a C-contiguous input (``inner`` apart when the axis is not the last), and
 ``method="auto"`` sends scans along the last axis to ``striped`` for rows of 2**22 elements
 or more of floats and of integers of up to 4 bytes (2**24 for 1-byte items) and to
-``pipelined`` for the others (``blocked`` on GPUs before compute capability 8.0), and the
-others to ``columns``.
+``pipelined`` for the other rows (``blocked`` on GPUs before compute capability 8.0), and
+scans along any other axis to ``columns``.
 """
 
 from __future__ import annotations
