@@ -374,22 +374,40 @@ __device__ __forceinline__ void gk_publish_q(u64* flags, char* values, i64 capac
     }
 }
 
+// The rest of tile `tile`'s look-back once `before` (W_g(i - 1)) is known, by one whole warp:
+// the last tile of a group publishes the group's total and then Q of its group, with the flag
+// bits `own`; returns Q_{g - 1} (the tile's exclusive prefix is Q_{g - 1} + W_g(i - 1)), read
+// only for a tile that `continues` its row with no scan starting before it in its group.
+// `aggregate()` gives the tile's own aggregate; only a group's last tile asks it.
+template <typename Op, typename Acc, typename Aggregate>
+__device__ __forceinline__ gk_segment<Acc> gk_look_back_q(u64* flags, char* values,
+                                                          i64 capacity, i64 tile, u64 epoch,
+                                                          u64 own, bool continues,
+                                                          gk_segment<Acc> before,
+                                                          Aggregate aggregate) {
+    typedef gk_segment<Acc> Segment;
+    const bool last = tile % 32 == 31;
+    Segment through = before;
+    if (last) {
+        through = gk_publish_group<Op>(flags, values, capacity, tile, before, aggregate(), own);
+    }
+    const Segment q = tile >= 32 && continues && !before.start
+                          ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
+                          : gk_segment_identity<Op, Acc>();
+    if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+    return q;
+}
+
 // Tile `tile`'s exclusive prefix, by one whole warp (every lane returns it), the three parts in
 // a row; the last tile of a group also publishes the group's total and then Q of its group.
 // `aggregate` is the tile's own.
 template <typename Op, typename Acc>
 __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
                             gk_segment<Acc> aggregate, u64 epoch) {
-    typedef gk_segment<Acc> Segment;
     const u64 own = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0);
-    const bool last = tile % 32 == 31;
-    const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
-    Segment through = before;
-    if (last) through = gk_publish_group<Op>(flags, values, capacity, tile, before, aggregate, own);
-    const Segment q = tile >= 32 && !before.start
-                          ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
-                          : gk_segment_identity<Op, Acc>();
-    if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+    const gk_segment<Acc> before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
+    const gk_segment<Acc> q = gk_look_back_q<Op>(flags, values, capacity, tile, epoch, own,
+                                                 true, before, [&] { return aggregate; });
     return gk_segment_combine<Op>(q, before).value;
 }
 
@@ -1044,18 +1062,14 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                 const bool starts_here = !continues || base / n != (end - 1) / n;
                 const u64 own = epoch * GK_EPOCH + (starts_here ? GK_START : 0);
                 const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
-                Segment through = before;
-                if (last) {  // the tile's aggregate, once the data warps have published it
-                    Segment aggregate;
-                    aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
-                    aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
-                    through = gk_publish_group<Op>(flags, values, capacity, tile, before,
-                                                   aggregate, own);
-                }
-                const Segment q = tile >= 32 && continues && !before.start
-                                      ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
-                                      : gk_segment_identity<Op, Acc>();
-                if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+                const Segment q = gk_look_back_q<Op>(
+                    flags, values, capacity, tile, epoch, own, continues, before, [&] {
+                        // the tile's aggregate, once the data warps have published it
+                        Segment aggregate;
+                        aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
+                        aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
+                        return aggregate;
+                    });
                 if (continues && lane == 0) {
                     prefix_shared[r & 1] = gk_segment_combine<Op>(q, before).value;
                 }
@@ -1496,15 +1510,8 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                         ? gk_group_before_records<Op, Acc>(flags + capacity, tile, epoch)
                         : gk_group_before<Op, Acc>(flags, values, tile, epoch);
                 const u64 own = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0);
-                Segment through = before;
-                if (last) {
-                    through = gk_publish_group<Op>(flags, values, capacity, tile, before,
-                                                   aggregate, own);
-                }
-                const Segment q = tile >= 32 && continues && !before.start
-                                      ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
-                                      : gk_segment_identity<Op, Acc>();
-                if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+                const Segment q = gk_look_back_q<Op>(flags, values, capacity, tile, epoch, own,
+                                                     continues, before, [&] { return aggregate; });
                 prefix = gk_segment_combine<Op>(q, before).value;
             }
             if (lane == 0) prefix_shared[r % DEPTH] = prefix;
