@@ -1340,9 +1340,13 @@ __device__ __forceinline__ gk_segment<Acc> gk_striped_scan(
         before[w].value = gk_shfl_up(inclusive.value, 1);
         before[w].start = PLAIN ? 0 : __shfl_up_sync(0xffffffffu, inclusive.start, 1);
         if (lane == 31) totals[w][warp] = inclusive;
-        held_words[w * BLOCK + tid] = word[w].bits;
     }
     gk_bar_sync(GK_BAR_DATA, BLOCK);
+    // The words go into the slot only now: the finish of outputs wider than the input reads
+    // other threads' words of the tile that held this slot DEPTH rounds before, and every data
+    // thread has finished that tile once it has passed this barrier.
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) held_words[w * BLOCK + tid] = word[w].bits;
     // The tile's WORDS x WARPS totals in the tile's order (word position, then warp), scanned.
     const Segment scanned = gk_warp_scan<Op>((&totals[0][0])[lane]);
     unsigned prefix_starts = 0;
