@@ -1145,8 +1145,9 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // WARPS warp totals itself. A tile is finished DEPTH - 1 rounds after its scan, from its
 // thread's own words and prefixes, held in dynamic shared memory between the two (no barrier
 // for them), and LOOKERS look-back warps take the rounds in turn, each tile's once the data warps
-// have scanned it and handed its aggregate over in shared memory; on sm_90 the data warps
-// publish it as one 128-bit record (gk_uses_records), with no fence. Why (NOTES 178-183): a
+// have scanned it and published its aggregate (a group's last tile reads its own back from the
+// L2); on sm_90 the data warps publish it as one 128-bit record (gk_uses_records), with no
+// fence. Why (NOTES 178-183): a
 // striped body runs at 0.92 of a copy alone, pipelined's at 0.69-0.72; with the look-back the
 // data warps never wait for it, but its release store of each aggregate cost them 0.03-0.09
 // and look-back warps polling from each claim on another 0.04 (2^28 float32 per launch: as
@@ -1161,7 +1162,8 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // an earlier block left there.
 // Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
 // r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
-// number in one 64-bit store, which the look-back warps wait for.
+// number in one 64-bit atomic exchange: the data warps read it after a barrier, the look-back
+// warps poll for it.
 // ---------------------------------------------------------------------------------------------
 constexpr int GK_STRIPED_RING = 8;  // posted tiles; at least DEPTH + LOOKERS (see scan_striped)
 
@@ -1232,6 +1234,30 @@ __device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records,
     return gk_segment_from(gk_warp_scan<Op>(s), position - 1);
 }
 
+// A tile's aggregate as the data warps published it: its record (gk_uses_records) or its flag
+// and value, waited for.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_published_aggregate(u64* flags, char* values,
+                                                                  i64 capacity, i64 tile,
+                                                                  u64 epoch) {
+    gk_segment<Acc> aggregate;
+    if (gk_uses_records<Acc>()) {
+        u64* const record = flags + capacity + 2 * tile;
+        u64 bits, flag;
+        gk_record_load(record, bits, flag);
+        while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
+            gk_backoff();
+            gk_record_load(record, bits, flag);
+        }
+        aggregate.value = gk_from_bits<Acc>(bits);
+        aggregate.start = (flag & GK_START) != 0;
+    } else {
+        aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
+        aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
+    }
+    return aggregate;
+}
+
 // striped's blocks per SM: its registers are capped so that this many fit (its shared memory
 // allows three on an H100 for accumulators of up to 8 bytes, two for complex128). The rung
 // runs on sm_80 and newer; compiled for sm_75, two.
@@ -1252,19 +1278,25 @@ __device__ __forceinline__ u64 gk_post_unasked(int k) {
 __device__ __forceinline__ bool gk_posted_round(u64 word, int r) {
     return (word >> 42) == ((u64)r & ((1ull << 22) - 1));
 }
+// Posts and polls are shared-memory atomics: a word polled while another thread stores it is
+// a race in the memory model (and to compute-sanitizer's racecheck) unless both are atomic.
+// Lane 0 polls for its warp, every lane of which must call it.
 __device__ __forceinline__ void gk_post_at(u64* ring, int r, unsigned kind, i64 tile) {
-    *(volatile u64*)(ring + r % GK_STRIPED_RING) = gk_post(r, kind, tile);
+    atomicExch(ring + r % GK_STRIPED_RING, gk_post(r, kind, tile));
 }
-__device__ __forceinline__ u64 gk_posted(const u64* ring, int r) {
-    const volatile u64* slot = ring + r % GK_STRIPED_RING;
-    u64 word = *slot;
-    while (!gk_posted_round(word, r)) {
+__device__ __forceinline__ u64 gk_posted(u64* ring, int r) {
+    u64* const slot = ring + r % GK_STRIPED_RING;
+    u64 word = 0;
+    if ((threadIdx.x & 31) == 0) {
+        word = atomicAdd(slot, 0ull);  // an atomic read
+        while (!gk_posted_round(word, r)) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-        __nanosleep(32);
+            __nanosleep(32);
 #endif
-        word = *slot;
+            word = atomicAdd(slot, 0ull);
+        }
     }
-    return word;
+    return __shfl_sync(0xffffffffu, word, 0);
 }
 __device__ __forceinline__ i64 gk_posted_tile(u64 word) { return (i64)(word & ((1ull << 40) - 1)); }
 __device__ __forceinline__ unsigned gk_posted_kind(u64 word) { return (unsigned)(word >> 40) & 3u; }
@@ -1469,7 +1501,6 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     __shared__ Segment totals[2][WORDS][WARPS];  // round r's at r % 2
     __shared__ unsigned char prefix_starts[DEPTH][BLOCK];
     __shared__ Acc prefix_shared[DEPTH];
-    __shared__ Segment aggregate_shared[DEPTH];
     __shared__ u64 ring[GK_STRIPED_RING];
     __shared__ u64 epoch_shared;
 
@@ -1501,21 +1532,27 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
             const u64 posted = gk_posted(ring, r);
             const i64 tile = gk_posted_tile(posted);
             if (tile >= tiles) break;
-            // Round r's aggregate, from the data warps; they have also finished the tile that
-            // held this round's slot DEPTH rounds before (before they scanned this one).
+            // Wait for the data warps to have scanned round r's tile (and finished the tile
+            // that held this round's slot DEPTH rounds before, before they scanned this one).
             gk_bar_sync(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
-            const Segment aggregate = aggregate_shared[r % DEPTH];
             const bool continues = (gk_posted_kind(posted) & GK_CONTINUES) != 0;
             const bool last = tile % 32 == 31;
             Acc prefix = Op::template identity<Acc>();
             if (continues || last) {
+                const i64 base = tile * TILE, end = total - base < TILE ? total : base + TILE;
+                const bool starts_here = !continues || base / n != (end - 1) / n;
+                const u64 own = epoch * GK_EPOCH + (starts_here ? GK_START : 0);
                 const Segment before =
                     gk_uses_records<Acc>()
                         ? gk_group_before_records<Op, Acc>(flags + capacity, tile, epoch)
                         : gk_group_before<Op, Acc>(flags, values, tile, epoch);
-                const u64 own = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0);
-                const Segment q = gk_look_back_q<Op>(flags, values, capacity, tile, epoch, own,
-                                                     continues, before, [&] { return aggregate; });
+                const Segment q = gk_look_back_q<Op>(
+                    flags, values, capacity, tile, epoch, own, continues, before, [&] {
+                        // the tile's aggregate, as the data warps published it (before the
+                        // barrier): read back from the L2, one tile in 32
+                        return gk_published_aggregate<Op, Acc>(flags, values, capacity, tile,
+                                                                epoch);
+                    });
                 prefix = gk_segment_combine<Op>(q, before).value;
             }
             if (lane == 0) prefix_shared[r % DEPTH] = prefix;
@@ -1527,13 +1564,20 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     bool ended = false;  // a round's tile was past the last: so is every later round's
     int last_finish = -1;  // the round that finishes the last tile scanned so far
     for (int r = 0;; ++r) {
-        const u64 posted = ended ? gk_post(r, 0, tiles) : gk_posted(ring, r);
+        // Round r's tile, which thread 0 posted at the end of round r - 1: read after a barrier
+        // of the data warps, not polled (polling the ring's atomics cost 0.06 of a copy at 2^28
+        // float32; benchmarks/NOTES.md, item 189).
+        if (!ended && r > 0) gk_bar_sync(GK_BAR_DATA, BLOCK);
+        const u64 posted = ended ? gk_post(r, 0, tiles) : ring[r % GK_STRIPED_RING];
         const i64 tile = gk_posted_tile(posted);
         ended = tile >= tiles;
         if (!ended) last_finish = r + DEPTH - 1;
         if (r > last_finish) break;  // every tile the block took is finished
         const int finished = r - (DEPTH - 1);  // the round whose tile is finished in this one
-        const u64 posted_before = finished >= 0 ? gk_posted(ring, finished) : gk_post(0, 0, tiles);
+        // (posted DEPTH - 1 rounds ago, before barriers every data thread has passed since: a
+        // plain read)
+        const u64 posted_before =
+            finished >= 0 ? ring[finished % GK_STRIPED_RING] : gk_post(0, 0, tiles);
         const i64 prev = gk_posted_tile(posted_before);
         if (tile < tiles) {
             uint4* const slot = gk_striped_slots + (r % DEPTH) * SLOT_WORDS;
@@ -1556,7 +1600,6 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                     gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile,
                                aggregate.value, flag);
                 }
-                aggregate_shared[r % DEPTH] = aggregate;
             }
             gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
         }
