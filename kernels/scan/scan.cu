@@ -1152,14 +1152,14 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // data warps never wait for it, but its release store of each aggregate cost them 0.03-0.09
 // and look-back warps polling from each claim on another 0.04 (2^28 float32 per launch: as
 // first built 0.70-0.72, its publish relaxed and its look-backs 3 us after each claim 0.78;
-// pipelined 0.67-0.69). This form, on an H100, per call (NOTES 187; pipelined's figure in
-// brackets): 2^28 float32 0.88 of a copy (0.69; torch.cumsum 0.70), float16 0.93 (0.71),
-// float64 2^26 0.81 (0.79), float32 2^22 0.52 (0.50), 2^20 and fewer 0.35-0.45 (0.40-0.47);
-// int32 into int64 0.95 (0.74) and int8 0.78 (0.66) once plain tiles of wider outputs were
-// written 512 bytes a warp store (NOTES 188; 0.74 and 0.22 before). auto takes it for rows
-// of 2^22 elements or more (2^24 of 1-byte items; not 8-byte integers or complex). Each
-// block's ring of posted tiles starts from rounds it never asks for: shared memory keeps what
-// an earlier block left there.
+// pipelined 0.67-0.69). This form, on an H100, per call (NOTES 187-189; pipelined's figure in
+// brackets): 2^28 float32 0.86 of a copy (0.69; torch.cumsum 0.69), float64 2^26 0.78 (0.78),
+// int32 into int64 0.94 (0.72) and int8 at 2^26 0.70 (0.65), its plain tiles of wider outputs
+// written 512 bytes a warp store (NOTES 188); rows of 8192 0.61 (0.76). Its handoffs in forms
+// racecheck can check cost 0.02-0.03 of these (NOTES 189: 2^28 float32 0.88, float64 0.79-0.81,
+// float16 0.93 (0.71) before them). auto takes it for rows of 2^22 elements or more (2^24 of
+// 1-byte items; not 8-byte integers or complex). Each block's ring of posted tiles starts from
+// rounds it never asks for: shared memory keeps what an earlier block left there.
 // Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
 // r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
 // number in one 64-bit atomic exchange: the data warps read it after a barrier, the look-back
