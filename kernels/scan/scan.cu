@@ -374,22 +374,40 @@ __device__ __forceinline__ void gk_publish_q(u64* flags, char* values, i64 capac
     }
 }
 
+// The rest of tile `tile`'s look-back once `before` (W_g(i - 1)) is known, by one whole warp:
+// the last tile of a group publishes the group's total and then Q of its group, with the flag
+// bits `own`; returns Q_{g - 1} (the tile's exclusive prefix is Q_{g - 1} + W_g(i - 1)), read
+// only for a tile that `continues` its row with no scan starting before it in its group.
+// `aggregate()` gives the tile's own aggregate; only a group's last tile asks it.
+template <typename Op, typename Acc, typename Aggregate>
+__device__ __forceinline__ gk_segment<Acc> gk_look_back_q(u64* flags, char* values,
+                                                          i64 capacity, i64 tile, u64 epoch,
+                                                          u64 own, bool continues,
+                                                          gk_segment<Acc> before,
+                                                          Aggregate aggregate) {
+    typedef gk_segment<Acc> Segment;
+    const bool last = tile % 32 == 31;
+    Segment through = before;
+    if (last) {
+        through = gk_publish_group<Op>(flags, values, capacity, tile, before, aggregate(), own);
+    }
+    const Segment q = tile >= 32 && continues && !before.start
+                          ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
+                          : gk_segment_identity<Op, Acc>();
+    if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+    return q;
+}
+
 // Tile `tile`'s exclusive prefix, by one whole warp (every lane returns it), the three parts in
 // a row; the last tile of a group also publishes the group's total and then Q of its group.
 // `aggregate` is the tile's own.
 template <typename Op, typename Acc>
 __device__ Acc gk_look_back(u64* flags, char* values, i64 capacity, i64 tile,
                             gk_segment<Acc> aggregate, u64 epoch) {
-    typedef gk_segment<Acc> Segment;
     const u64 own = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0);
-    const bool last = tile % 32 == 31;
-    const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
-    Segment through = before;
-    if (last) through = gk_publish_group<Op>(flags, values, capacity, tile, before, aggregate, own);
-    const Segment q = tile >= 32 && !before.start
-                          ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
-                          : gk_segment_identity<Op, Acc>();
-    if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+    const gk_segment<Acc> before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
+    const gk_segment<Acc> q = gk_look_back_q<Op>(flags, values, capacity, tile, epoch, own,
+                                                 true, before, [&] { return aggregate; });
     return gk_segment_combine<Op>(q, before).value;
 }
 
@@ -1044,18 +1062,14 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                 const bool starts_here = !continues || base / n != (end - 1) / n;
                 const u64 own = epoch * GK_EPOCH + (starts_here ? GK_START : 0);
                 const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
-                Segment through = before;
-                if (last) {  // the tile's aggregate, once the data warps have published it
-                    Segment aggregate;
-                    aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
-                    aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
-                    through = gk_publish_group<Op>(flags, values, capacity, tile, before,
-                                                   aggregate, own);
-                }
-                const Segment q = tile >= 32 && continues && !before.start
-                                      ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
-                                      : gk_segment_identity<Op, Acc>();
-                if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+                const Segment q = gk_look_back_q<Op>(
+                    flags, values, capacity, tile, epoch, own, continues, before, [&] {
+                        // the tile's aggregate, once the data warps have published it
+                        Segment aggregate;
+                        aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
+                        aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
+                        return aggregate;
+                    });
                 if (continues && lane == 0) {
                     prefix_shared[r & 1] = gk_segment_combine<Op>(q, before).value;
                 }
@@ -1131,23 +1145,25 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // WARPS warp totals itself. A tile is finished DEPTH - 1 rounds after its scan, from its
 // thread's own words and prefixes, held in dynamic shared memory between the two (no barrier
 // for them), and LOOKERS look-back warps take the rounds in turn, each tile's once the data warps
-// have scanned it and handed its aggregate over in shared memory; on sm_90 the data warps
-// publish it as one 128-bit record (gk_uses_records), with no fence. Why (NOTES 178-183): a
+// have scanned it and published its aggregate (a group's last tile reads its own back from the
+// L2); on sm_90 the data warps publish it as one 128-bit record (gk_uses_records), with no
+// fence. Why (NOTES 178-183): a
 // striped body runs at 0.92 of a copy alone, pipelined's at 0.69-0.72; with the look-back the
 // data warps never wait for it, but its release store of each aggregate cost them 0.03-0.09
 // and look-back warps polling from each claim on another 0.04 (2^28 float32 per launch: as
 // first built 0.70-0.72, its publish relaxed and its look-backs 3 us after each claim 0.78;
-// pipelined 0.67-0.69). This form, on an H100, per call (NOTES 187; pipelined's figure in
-// brackets): 2^28 float32 0.88 of a copy (0.69; torch.cumsum 0.70), float16 0.93 (0.71),
-// float64 2^26 0.81 (0.79), float32 2^22 0.52 (0.50), 2^20 and fewer 0.35-0.45 (0.40-0.47);
-// int32 into int64 0.95 (0.74) and int8 0.78 (0.66) once plain tiles of wider outputs were
-// written 512 bytes a warp store (NOTES 188; 0.74 and 0.22 before). auto takes it for rows
-// of 2^22 elements or more (2^24 of 1-byte items; not 8-byte integers or complex). Each
-// block's ring of posted tiles starts from rounds it never asks for: shared memory keeps what
-// an earlier block left there.
+// pipelined 0.67-0.69). This form, on an H100, per call (NOTES 187-189; pipelined's figure in
+// brackets): 2^28 float32 0.86 of a copy (0.69; torch.cumsum 0.69), float64 2^26 0.78 (0.78),
+// int32 into int64 0.94 (0.72) and int8 at 2^26 0.70 (0.65), its plain tiles of wider outputs
+// written 512 bytes a warp store (NOTES 188); rows of 8192 0.61 (0.76). Its handoffs in forms
+// racecheck can check cost 0.02-0.03 of these (NOTES 189: 2^28 float32 0.88, float64 0.79-0.81,
+// float16 0.93 (0.71) before them). auto takes it for rows of 2^22 elements or more (2^24 of
+// 1-byte items; not 8-byte integers or complex). Each block's ring of posted tiles starts from
+// rounds it never asks for: shared memory keeps what an earlier block left there.
 // Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
 // r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
-// number in one 64-bit store, which the look-back warps wait for.
+// number in one 64-bit atomic exchange: the data warps read it after a barrier, the look-back
+// warps poll for it.
 // ---------------------------------------------------------------------------------------------
 constexpr int GK_STRIPED_RING = 8;  // posted tiles; at least DEPTH + LOOKERS (see scan_striped)
 
@@ -1218,6 +1234,30 @@ __device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records,
     return gk_segment_from(gk_warp_scan<Op>(s), position - 1);
 }
 
+// A tile's aggregate as the data warps published it: its record (gk_uses_records) or its flag
+// and value, waited for.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_published_aggregate(u64* flags, char* values,
+                                                                  i64 capacity, i64 tile,
+                                                                  u64 epoch) {
+    gk_segment<Acc> aggregate;
+    if (gk_uses_records<Acc>()) {
+        u64* const record = flags + capacity + 2 * tile;
+        u64 bits, flag;
+        gk_record_load(record, bits, flag);
+        while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
+            gk_backoff();
+            gk_record_load(record, bits, flag);
+        }
+        aggregate.value = gk_from_bits<Acc>(bits);
+        aggregate.start = (flag & GK_START) != 0;
+    } else {
+        aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
+        aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
+    }
+    return aggregate;
+}
+
 // striped's blocks per SM: its registers are capped so that this many fit (its shared memory
 // allows three on an H100 for accumulators of up to 8 bytes, two for complex128). The rung
 // runs on sm_80 and newer; compiled for sm_75, two.
@@ -1238,19 +1278,25 @@ __device__ __forceinline__ u64 gk_post_unasked(int k) {
 __device__ __forceinline__ bool gk_posted_round(u64 word, int r) {
     return (word >> 42) == ((u64)r & ((1ull << 22) - 1));
 }
+// Posts and polls are shared-memory atomics: a word polled while another thread stores it is
+// a race in the memory model (and to compute-sanitizer's racecheck) unless both are atomic.
+// Lane 0 polls for its warp, every lane of which must call it.
 __device__ __forceinline__ void gk_post_at(u64* ring, int r, unsigned kind, i64 tile) {
-    *(volatile u64*)(ring + r % GK_STRIPED_RING) = gk_post(r, kind, tile);
+    atomicExch(ring + r % GK_STRIPED_RING, gk_post(r, kind, tile));
 }
-__device__ __forceinline__ u64 gk_posted(const u64* ring, int r) {
-    const volatile u64* slot = ring + r % GK_STRIPED_RING;
-    u64 word = *slot;
-    while (!gk_posted_round(word, r)) {
+__device__ __forceinline__ u64 gk_posted(u64* ring, int r) {
+    u64* const slot = ring + r % GK_STRIPED_RING;
+    u64 word = 0;
+    if ((threadIdx.x & 31) == 0) {
+        word = atomicAdd(slot, 0ull);  // an atomic read
+        while (!gk_posted_round(word, r)) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-        __nanosleep(32);
+            __nanosleep(32);
 #endif
-        word = *slot;
+            word = atomicAdd(slot, 0ull);
+        }
     }
-    return word;
+    return __shfl_sync(0xffffffffu, word, 0);
 }
 __device__ __forceinline__ i64 gk_posted_tile(u64 word) { return (i64)(word & ((1ull << 40) - 1)); }
 __device__ __forceinline__ unsigned gk_posted_kind(u64 word) { return (unsigned)(word >> 40) & 3u; }
@@ -1326,9 +1372,13 @@ __device__ __forceinline__ gk_segment<Acc> gk_striped_scan(
         before[w].value = gk_shfl_up(inclusive.value, 1);
         before[w].start = PLAIN ? 0 : __shfl_up_sync(0xffffffffu, inclusive.start, 1);
         if (lane == 31) totals[w][warp] = inclusive;
-        held_words[w * BLOCK + tid] = word[w].bits;
     }
     gk_bar_sync(GK_BAR_DATA, BLOCK);
+    // The words go into the slot only now: the finish of outputs wider than the input reads
+    // other threads' words of the tile that held this slot DEPTH rounds before, and every data
+    // thread has finished that tile once it has passed this barrier.
+#pragma unroll
+    for (int w = 0; w < WORDS; ++w) held_words[w * BLOCK + tid] = word[w].bits;
     // The tile's WORDS x WARPS totals in the tile's order (word position, then warp), scanned.
     const Segment scanned = gk_warp_scan<Op>((&totals[0][0])[lane]);
     unsigned prefix_starts = 0;
@@ -1451,7 +1501,6 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     __shared__ Segment totals[2][WORDS][WARPS];  // round r's at r % 2
     __shared__ unsigned char prefix_starts[DEPTH][BLOCK];
     __shared__ Acc prefix_shared[DEPTH];
-    __shared__ Segment aggregate_shared[DEPTH];
     __shared__ u64 ring[GK_STRIPED_RING];
     __shared__ u64 epoch_shared;
 
@@ -1483,28 +1532,27 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
             const u64 posted = gk_posted(ring, r);
             const i64 tile = gk_posted_tile(posted);
             if (tile >= tiles) break;
-            // Round r's aggregate, from the data warps; they have also finished the tile that
-            // held this round's slot DEPTH rounds before (before they scanned this one).
+            // Wait for the data warps to have scanned round r's tile (and finished the tile
+            // that held this round's slot DEPTH rounds before, before they scanned this one).
             gk_bar_sync(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
-            const Segment aggregate = aggregate_shared[r % DEPTH];
             const bool continues = (gk_posted_kind(posted) & GK_CONTINUES) != 0;
             const bool last = tile % 32 == 31;
             Acc prefix = Op::template identity<Acc>();
             if (continues || last) {
+                const i64 base = tile * TILE, end = total - base < TILE ? total : base + TILE;
+                const bool starts_here = !continues || base / n != (end - 1) / n;
+                const u64 own = epoch * GK_EPOCH + (starts_here ? GK_START : 0);
                 const Segment before =
                     gk_uses_records<Acc>()
                         ? gk_group_before_records<Op, Acc>(flags + capacity, tile, epoch)
                         : gk_group_before<Op, Acc>(flags, values, tile, epoch);
-                const u64 own = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0);
-                Segment through = before;
-                if (last) {
-                    through = gk_publish_group<Op>(flags, values, capacity, tile, before,
-                                                   aggregate, own);
-                }
-                const Segment q = tile >= 32 && continues && !before.start
-                                      ? gk_group_q<Op, Acc>(flags, values, capacity, tile, epoch)
-                                      : gk_segment_identity<Op, Acc>();
-                if (last) gk_publish_q<Op>(flags, values, capacity, tile, q, through, own);
+                const Segment q = gk_look_back_q<Op>(
+                    flags, values, capacity, tile, epoch, own, continues, before, [&] {
+                        // the tile's aggregate, as the data warps published it (before the
+                        // barrier): read back from the L2, one tile in 32
+                        return gk_published_aggregate<Op, Acc>(flags, values, capacity, tile,
+                                                                epoch);
+                    });
                 prefix = gk_segment_combine<Op>(q, before).value;
             }
             if (lane == 0) prefix_shared[r % DEPTH] = prefix;
@@ -1516,13 +1564,20 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     bool ended = false;  // a round's tile was past the last: so is every later round's
     int last_finish = -1;  // the round that finishes the last tile scanned so far
     for (int r = 0;; ++r) {
-        const u64 posted = ended ? gk_post(r, 0, tiles) : gk_posted(ring, r);
+        // Round r's tile, which thread 0 posted at the end of round r - 1: read after a barrier
+        // of the data warps, not polled (polling the ring's atomics cost 0.06 of a copy at 2^28
+        // float32; benchmarks/NOTES.md, item 189).
+        if (!ended && r > 0) gk_bar_sync(GK_BAR_DATA, BLOCK);
+        const u64 posted = ended ? gk_post(r, 0, tiles) : ring[r % GK_STRIPED_RING];
         const i64 tile = gk_posted_tile(posted);
         ended = tile >= tiles;
         if (!ended) last_finish = r + DEPTH - 1;
         if (r > last_finish) break;  // every tile the block took is finished
         const int finished = r - (DEPTH - 1);  // the round whose tile is finished in this one
-        const u64 posted_before = finished >= 0 ? gk_posted(ring, finished) : gk_post(0, 0, tiles);
+        // (posted DEPTH - 1 rounds ago, before barriers every data thread has passed since: a
+        // plain read)
+        const u64 posted_before =
+            finished >= 0 ? ring[finished % GK_STRIPED_RING] : gk_post(0, 0, tiles);
         const i64 prev = gk_posted_tile(posted_before);
         if (tile < tiles) {
             uint4* const slot = gk_striped_slots + (r % DEPTH) * SLOT_WORDS;
@@ -1545,7 +1600,6 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                     gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile,
                                aggregate.value, flag);
                 }
-                aggregate_shared[r % DEPTH] = aggregate;
             }
             gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
         }

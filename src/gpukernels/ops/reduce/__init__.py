@@ -32,7 +32,7 @@ from .dtypes import (
     to_result,
     writes,
 )
-from .program import LAUNCH_FIRST_BYTES, Program
+from .program import Program
 from .rungs import LADDER
 
 __all__ = ["sum", "prod", "min", "max", "moments", "LADDER", "scratch_sizes"]
@@ -44,7 +44,8 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
     result buffer, direct launch or None). A program of None marks the inputs that need no
     kernel (empty inputs, reductions over length-1 axes only); a direct launch ``(call, shape,
     dtype, bytes, launch first)`` is a program of one launch into a new array of the result's
-    shape and dtype (built after the launch where ``launch first``: see LAUNCH_FIRST_BYTES).
+    shape and dtype (built after the launch where ``launch first``: see
+    .program.LAUNCH_FIRST_BYTES, decided in Program.finish).
     ``spread``: var's moments finished in their last write as this (:func:`.dtypes.spread`;
     float data, a rung that ``finishes_spreads``)."""
     op = OPERATORS[operation]
@@ -95,7 +96,7 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
         result = _axis.plan_partial(program, source, x.shape, strides, read, axes, op, acc,
                                     written, multiprocessors,
                                     functools.partial(resident_blocks, _axis.SOURCE))
-    program.finish()
+    program.finish(x.nbytes)
     # A one-launch program whose buffer is the result as it is: calls only allocate and launch.
     direct = None
     if program.simple is not None and result == 1:
@@ -103,7 +104,7 @@ def _plan(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, method:
         # (a spread as its float; dtype(None) is float64, so spread is tested first)
         if written_dtype == result_dtype or (spread is not None and written_dtype == spread):
             direct = (call, out_shape, result_dtype, math.prod(out_shape) * result_dtype.itemsize,
-                      x.nbytes >= LAUNCH_FIRST_BYTES)
+                      program.launch_first)
     return result_dtype, out_shape, program, result, direct
 
 

@@ -87,6 +87,7 @@ class Program:
         self.scratch_sizes = scratch_sizes
         self.simple: tuple | None = None  # (call, shape, dtype) of a one-launch program
         self._new: tuple = ()  # and (shape, dtype, bytes) of the array its buffer is made as
+        self.launch_first = False  # a one-launch program's array built after its launch
 
     def allocate(self, shape: tuple, dtype: numpy.dtype) -> int:
         self.buffers.append((tuple(shape), numpy.dtype(dtype)))
@@ -105,10 +106,12 @@ class Program:
         are the current stream's scratch buffers when the program runs."""
         self.steps.append(("launch", launch, tuple(args), rung))
 
-    def finish(self) -> None:
+    def finish(self, input_bytes: int) -> None:
         """Make the kernel calls (compiling lazily grouped instances now): after this, running
         only allocates and launches. A call's arrays are the buffers, then pointers into buffers
-        at an offset (made on each run); the scratch buffers are the calls' stream arrays."""
+        at an offset (made on each run); the scratch buffers are the calls' stream arrays.
+        ``input_bytes``, the planned input's (a plan is made per shape and dtype), decides once
+        whether a one-launch program builds its result after its launch (LAUNCH_FIRST_BYTES)."""
         count = len(self.buffers)
         stream_arrays = functools.partial(scratch, *self.scratch_sizes)
         steps = []
@@ -139,6 +142,7 @@ class Program:
             self.simple = (launches[0][1], *self.buffers[1])
             shape, dtype = storage(*self.buffers[1])
             self._new = (shape, dtype, math.prod(shape) * dtype.itemsize)
+            self.launch_first = input_bytes >= LAUNCH_FIRST_BYTES
 
     def _itemsize(self, buffer: int, array: Any) -> int:
         """Bytes per element of ``buffer`` (``array``; a structured accumulator's, not the
@@ -150,7 +154,7 @@ class Program:
         simple = self.simple
         if simple is not None:  # one launch into one new buffer: most reductions
             call, shape, dtype = simple
-            if x.nbytes >= LAUNCH_FIRST_BYTES:
+            if self.launch_first:
                 return call.into_new(*self._new, x)
             result = empty(shape, dtype)
             call(x, result)
