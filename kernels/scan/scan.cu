@@ -1142,12 +1142,13 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // each) of its tile, so every load and store of a warp covers 512 consecutive bytes of the
 // input and nothing is staged: each word's elements are combined in registers, the block scans
 // each word position (WORDS warp scans), and after one barrier every warp scans the WORDS x
-// WARPS warp totals itself. A tile is finished DEPTH - 1 rounds after its scan, from its
-// thread's own words and prefixes, held in dynamic shared memory between the two (no barrier
-// for them), and LOOKERS look-back warps take the rounds in turn, each tile's once the data warps
-// have scanned it and published its aggregate (a group's last tile reads its own back from the
-// L2); on sm_90 the data warps publish it as one 128-bit record (gk_uses_records), with no
-// fence. Why (NOTES 178-183): a
+// WARPS warp totals itself. A tile is finished DEPTH - 1 rounds after its scan, from the words
+// and prefixes held in dynamic shared memory between the two: each thread's own, or where the
+// outputs are wider than the input its neighbours' too (the words go into their slot after the
+// scan's barrier, which orders them after the slot's last finish; NOTES 189). LOOKERS look-back
+// warps take the rounds in turn, each tile's once the data warps have scanned it and published
+// its aggregate (a group's last tile reads its own back from the L2); on sm_90 the data warps
+// publish it as one 128-bit record (gk_uses_records), with no fence. Why (NOTES 178-183): a
 // striped body runs at 0.92 of a copy alone, pipelined's at 0.69-0.72; with the look-back the
 // data warps never wait for it, but its release store of each aggregate cost them 0.03-0.09
 // and look-back warps polling from each claim on another 0.04 (2^28 float32 per launch: as
@@ -1236,7 +1237,7 @@ __device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records,
 
 // A tile's aggregate as the data warps published it: its record (gk_uses_records) or its flag
 // and value, waited for.
-template <typename Op, typename Acc>
+template <typename Acc>
 __device__ __forceinline__ gk_segment<Acc> gk_published_aggregate(u64* flags, char* values,
                                                                   i64 capacity, i64 tile,
                                                                   u64 epoch) {
@@ -1550,8 +1551,8 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                     flags, values, capacity, tile, epoch, own, continues, before, [&] {
                         // the tile's aggregate, as the data warps published it (before the
                         // barrier): read back from the L2, one tile in 32
-                        return gk_published_aggregate<Op, Acc>(flags, values, capacity, tile,
-                                                                epoch);
+                        return gk_published_aggregate<Acc>(flags, values, capacity, tile,
+                                                            epoch);
                     });
                 prefix = gk_segment_combine<Op>(q, before).value;
             }
