@@ -550,6 +550,30 @@ def test_split_column_partials_go_to_the_stream_scratch_where_they_fit(room):
         assert PARTIALS not in launch[2] and len(program.buffers) == 3
 
 
+@pytest.mark.parametrize("below", [1, 0])
+def test_a_one_launch_program_decides_once_whether_to_launch_first(below):
+    # From LAUNCH_FIRST_BYTES of input a one-launch program builds its result after its launch;
+    # the plan decides it (Program.finish, from the planned input's bytes) and every call reads
+    # it. The kernel call is a stand-in here: finishing a program on a GPU fetches its kernel.
+    from gpukernels.ops.reduce import scratch_sizes
+    from gpukernels.ops.reduce.program import LAUNCH_FIRST_BYTES
+
+    class StandIn:
+        def call(self, *args):
+            return "the kernel call"
+
+    F32, F64 = numpy.dtype("float32"), numpy.dtype("float64")
+    program = Program(F32, scratch_sizes(132))
+    reduce_axis.plan_partial(program, 0, (8192, 8192), (8192, 1), F32, (0,), "SumOp", F64, F32,
+                             132)
+    program.steps = [(step[0], StandIn(), *step[2:]) if step[0] == "launch" else step
+                     for step in program.steps]
+    assert not program.launch_first
+    program.finish(LAUNCH_FIRST_BYTES - below)
+    assert program.simple is not None and program.simple[0] == "the kernel call"
+    assert program.launch_first == (below == 0)
+
+
 @pytest.mark.parametrize(("op", "threads"), [("SumOp", 1024), ("MomentsOp", 1024),
                                               ("MeanOp", 256), ("ArgMaxOp", 1024)])
 @pytest.mark.parametrize("resident", [None, 5])
