@@ -1213,6 +1213,15 @@ __device__ __forceinline__ void gk_record_load(u64* record, u64& bits, u64& flag
 #endif
 }
 
+// A tile's record once published in this launch (`epoch`): its value's bits and its flag.
+__device__ __forceinline__ void gk_wait_record(u64* record, u64 epoch, u64& bits, u64& flag) {
+    gk_record_load(record, bits, flag);
+    while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
+        gk_backoff();
+        gk_record_load(record, bits, flag);
+    }
+}
+
 // gk_group_before from the records: W_g(i - 1) of tile `tile` (i its place in the group), the
 // same warp scan of the same values, so the same bits.
 template <typename Op, typename Acc>
@@ -1222,13 +1231,8 @@ __device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records,
     if (position == 0) return gk_segment_identity<Op, Acc>();
     gk_segment<Acc> s = gk_segment_identity<Op, Acc>();
     if (lane < position) {
-        u64* const record = records + 2 * (tile - position + lane);
         u64 bits, flag;
-        gk_record_load(record, bits, flag);
-        while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
-            gk_backoff();
-            gk_record_load(record, bits, flag);
-        }
+        gk_wait_record(records + 2 * (tile - position + lane), epoch, bits, flag);
         s.value = gk_from_bits<Acc>(bits);
         s.start = (flag & GK_START) != 0;
     }
@@ -1243,13 +1247,8 @@ __device__ __forceinline__ gk_segment<Acc> gk_published_aggregate(u64* flags, ch
                                                                   u64 epoch) {
     gk_segment<Acc> aggregate;
     if (gk_uses_records<Acc>()) {
-        u64* const record = flags + capacity + 2 * tile;
         u64 bits, flag;
-        gk_record_load(record, bits, flag);
-        while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
-            gk_backoff();
-            gk_record_load(record, bits, flag);
-        }
+        gk_wait_record(flags + capacity + 2 * tile, epoch, bits, flag);
         aggregate.value = gk_from_bits<Acc>(bits);
         aggregate.start = (flag & GK_START) != 0;
     } else {
