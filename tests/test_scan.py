@@ -176,37 +176,39 @@ def test_choose_takes_striped_for_long_rows_of_the_measured_dtypes(dtype, shorte
             == "columns"
 
 
-def test_pipelined_grid_is_the_resident_blocks_at_most():
-    f32 = numpy.dtype("float32")
-    tiles = 1000 * 10**4 // (rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(f32)) + 1
+RESIDENT_TILE = {"pipelined": lambda d: rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(d),
+                 "striped": rungs.striped_tile}
+RESIDENT_PLAN = {"pipelined": (rungs.plan_pipelined, rungs.PIPELINED_THREADS,
+                               rungs.pipelined_shared_bytes),
+                 "striped": (rungs.plan_striped, rungs.STRIPED_THREADS, rungs.striped_shared_bytes)}
+
+
+@pytest.mark.parametrize("method", RESIDENT_PLAN)
+@pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
+def test_resident_rungs_grid_threads_and_shared_memory(method, dtype):
+    # pipelined and striped launch the blocks resident at once at most (a block per tile
+    # where fewer), their threads and their tile buffers; both need compute capability 8.0
+    plan, threads, shared_bytes = RESIDENT_PLAN[method]
+    dtype = numpy.dtype(dtype)
+    tiles = -(-1000 * 10**4 // RESIDENT_TILE[method](dtype))
     for resident, grid in ((None, tiles), (lambda *_: 7, 7), (lambda *_: 10**6, tiles)):
-        step = rungs.plan_pipelined(rungs.Problem("SumOp", f32, 1000, 10**4, 1, 90,
-                                                  resident)).steps[0]
+        step = plan(rungs.Problem("SumOp", dtype, 1000, 10**4, 1, 90, resident)).steps[0]
         assert step.launch.grid == (grid, 1, 1) and step.scratch >= tiles
-        assert step.launch.block == (rungs.PIPELINED_THREADS, 1, 1)
-        assert step.launch.shared_mem == rungs.pipelined_shared_bytes(f32)
+        assert step.launch.block == (threads, 1, 1)
+        assert step.launch.shared_mem == shared_bytes(dtype)
     with pytest.raises(ValueError, match=r"compute capability 8\.0"):
-        rungs.plan_pipelined(rungs.Problem("SumOp", f32, 1000, 1, 1, 75))
+        plan(rungs.Problem("SumOp", dtype, 1000, 1, 1, 75))
 
 
 @pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
-def test_striped_grid_tile_and_shared_memory(dtype):
-    # a tile is 256 threads x 4 words of 16 bytes; the grid the resident blocks at most; three
-    # slots of the tile's words and each word's prefix, within the 99 KiB a block may opt in
-    # to on every GPU from sm_80 (with a few KiB of static arrays besides)
+def test_striped_tile_and_its_slots(dtype):
+    # a tile is 256 threads x 4 words of 16 bytes; three slots of the tile's words and each
+    # word's prefix, within the 99 KiB a block may opt in to on every GPU from sm_80 (with a
+    # few KiB of static arrays besides)
     dtype = numpy.dtype(dtype)
     tile = rungs.striped_tile(dtype)
     assert tile * dtype.itemsize == rungs.LOOK_BACK_BLOCK * rungs.STRIPED_WORDS * 16
-    tiles = -(-1000 * 10**4 // tile)
-    for resident, grid in ((None, tiles), (lambda *_: 7, 7), (lambda *_: 10**6, tiles)):
-        step = rungs.plan_striped(rungs.Problem("SumOp", dtype, 1000, 10**4, 1, 90,
-                                                resident)).steps[0]
-        assert step.launch.grid == (grid, 1, 1) and step.scratch >= tiles
-        assert step.launch.block == (rungs.STRIPED_THREADS, 1, 1)
-        assert step.launch.shared_mem == rungs.striped_shared_bytes(dtype)
     assert rungs.striped_shared_bytes(dtype) <= 96 * 1024
-    with pytest.raises(ValueError, match=r"compute capability 8\.0"):
-        rungs.plan_striped(rungs.Problem("SumOp", dtype, 1000, 1, 1, 75))
 
 
 def test_peers_are_held_to_numpys_sequential_bound():
@@ -325,10 +327,6 @@ def test_pipelined_keeps_its_blocks_per_sm(dtype):
 
 
 # The tile of the rungs whose resident blocks take tiles in turn, in elements of each dtype.
-RESIDENT_TILE = {"pipelined": lambda d: rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(d),
-                 "striped": rungs.striped_tile}
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
 def test_striped_keeps_its_blocks_per_sm(dtype):
