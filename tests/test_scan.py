@@ -176,6 +176,8 @@ def test_choose_takes_striped_for_long_rows_of_the_measured_dtypes(dtype, shorte
             == "columns"
 
 
+# The rungs whose resident blocks take tiles in turn: their tile, in elements of each dtype,
+# and their plan, threads and tile buffers.
 RESIDENT_TILE = {"pipelined": lambda d: rungs.LOOK_BACK_BLOCK * rungs.pipelined_items(d),
                  "striped": rungs.striped_tile}
 RESIDENT_PLAN = {"pipelined": (rungs.plan_pipelined, rungs.PIPELINED_THREADS,
@@ -326,7 +328,6 @@ def test_pipelined_keeps_its_blocks_per_sm(dtype):
         assert resident == (3 if wide else blocks) * device.attributes["MultiProcessorCount"]
 
 
-# The tile of the rungs whose resident blocks take tiles in turn, in elements of each dtype.
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
 def test_striped_keeps_its_blocks_per_sm(dtype):

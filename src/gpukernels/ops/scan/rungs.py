@@ -299,8 +299,10 @@ STRIPED_THREADS = LOOK_BACK_BLOCK + 32 * STRIPED_LOOKERS
 #: and 4 bytes, and of 4 times as many of 1-byte items: from there on it ran ahead of pipelined
 #: per call on an H100 (float32 0.50 of a copy at 2^22 against 0.47, 0.88 at 2^28 against 0.68;
 #: int32 into int64 0.67 against 0.58 at 2^22, 0.95 against 0.74 at 2^28; int8 0.64 against
-#: 0.63 at 2^24, 0.32 against 0.45 at 2^22; benchmarks/NOTES.md, items 187-188). Shorter rows
-#: ran level or behind; 8-byte integers and complex are not measured and stay with pipelined.
+#: 0.63 at 2^24, 0.32 against 0.45 at 2^22; benchmarks/NOTES.md, items 187-188; its handoffs
+#: made checkable by racecheck cost it 0.01-0.03 of these, item 189, which left 1-byte items at
+#: 2^24 not re-measured). Shorter rows ran level or behind; 8-byte integers and complex are not
+#: measured and stay with pipelined.
 STRIPED_MIN_ROW = 1 << 22
 
 
