@@ -2124,11 +2124,12 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
     static_assert(DEPTH >= 2 && DEPTH <= 4 && BAR_AGGREGATE + DEPTH <= 16, "named barriers");
     static_assert(DEPTH + LOOKERS <= GK_STRIPED_RING, "a posted tile outlives its readers");
     static_assert(sizeof(Out) == sizeof(In) && BLOCK % 256 == 0, "words of outputs as loaded");
+    static_assert(sizeof(Acc) <= 8, "an aggregate's bits in one word");
     // DEPTH slots, each the value within the tile of each of its elements: thread t's element
     // k of word w at (w * PER + k) * BLOCK + t, so that a warp's access is 256 bytes in a row
     extern __shared__ uint4 gk_striped_slots[];
     __shared__ Acc totals[WORDS][WARPS][32];  // each warp's column totals of each word position
-    __shared__ Acc aggregate_shared[DEPTH][32];  // round r's column aggregates at r % DEPTH
+    __shared__ u64 aggregate_shared[DEPTH][32];  // round r's column aggregates (their bits)
     __shared__ Acc prefix_shared[DEPTH][32];  // and its tile's prefix of each column
     __shared__ u64 ring[GK_STRIPED_RING];
     __shared__ u64 epoch_shared;
@@ -2158,8 +2159,11 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
             const i64 tile = gk_posted_tile(gk_posted(ring, r));
             if (tile >= tiles) break;
             gk_bar_sync(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
-            const Acc aggregate = lane < C ? aggregate_shared[r % DEPTH][lane]
-                                           : Op::template identity<Acc>();
+            // an atomic read of what the data warps left with an atomic exchange: an
+            // aggregate handed over through a plain shared slot and an arrive/sync pair is
+            // what racecheck reported in striped (NOTES 189), and here too (NOTES 191)
+            const u64 bits = atomicAdd(&aggregate_shared[r % DEPTH][lane], 0ull);
+            const Acc aggregate = lane < C ? gk_from_bits<Acc>(bits) : Op::template identity<Acc>();
             const Acc prefix = gk_columns_group_look_back<Op, Acc>(
                 flags, values, capacity, tile, 1, tile, lane < C, aggregate, epoch);
             prefix_shared[r % DEPTH][lane] = prefix;
@@ -2240,7 +2244,7 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
                     value = Op::combine(prefix, value);
                 }
             }
-            if (warp == 0) aggregate_shared[r % DEPTH][lane] = run;
+            if (warp == 0) atomicExch(&aggregate_shared[r % DEPTH][lane], gk_bits(run));
             gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
         }
         if (prev < tiles) {
