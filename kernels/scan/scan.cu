@@ -1651,7 +1651,9 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // look_back's groups along each column instead (gk_columns_group_look_back). Columns past inner
 // idle.
 // Narrow arrays (inner up to 32: instances with NARROW) take another path, gk_columns_narrow
-// below: their rows are short, so a tile of consecutive whole rows is contiguous memory.
+// below: their rows are short, so a tile of consecutive whole rows is contiguous memory. On
+// sm_90, float32 arrays of 4, 8, 16 or 32 columns with one scan per column take a kernel of
+// their own, scan_columns_striped (at the end of this file).
 // Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.52-0.54
 // (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.48 (0.123 ms) on the narrow path with
 // 16 x 24 tiles and one look-back per tile (0.30 with blocked's 8 x 16 and a look-back per
@@ -2095,7 +2097,8 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // column group (shuffles WPR, 2 WPR, ... lanes up), the WORDS x WARPS warp totals of each
 // column (their order in the tile: word position, then warp) folded left to right by every warp
 // with lane c taking column c, each warp keeping the prefixes of its own entries. The tile's
-// aggregate of each column goes through shared memory to a look-back warp, which publishes it
+// aggregate of each column goes through shared memory (an atomic exchange, an atomic read:
+// a handoff racecheck can check; NOTES 191) to a look-back warp, which publishes it
 // and looks back along the one chain of tiles for all C columns at once (lane c for column c:
 // gk_columns_group_look_back, the wide path's grouped look-back, so the fences stay off the
 // data warps); the tile is finished DEPTH - 1 rounds after its scan, each element's value
@@ -2106,10 +2109,11 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // never waits for one. sm_90 and newer (the host sends it nothing else), one scan per column (no
 // axes before), float32 (float64 ran behind the narrow path: 0.40 against 0.42).
 // Measured on an H200 (float32 along axis 0, per call, of a device copy; NOTES 191): (2^20, 16)
-// 0.38-0.39 (narrow path 0.34-0.35), (2^19, 32) 0.37 (0.28-0.30), (2^24, 16) 0.38 (0.34),
-// (2^18, 16) 0.31 (0.26); the same data path with no look-back at all 0.46-0.49, one row of the
-// same bytes through striped 0.60: what holds it is each element's work in the data path (its
-// shuffles across lanes WPR apart, an 8-byte value held in shared memory), then the look-back.
+// 0.39-0.40 (the narrow path 0.35 in the same run), (2^19, 32) 0.37 (0.28), (2^24, 16) 0.38
+// (0.34), (2^18, 16) 0.31 (0.26); the same data path with no look-back at all 0.42-0.49, one
+// row of the same bytes through striped 0.58-0.63: what holds it is each element's work in the
+// data path (its shuffles across lanes WPR apart, an 8-byte value held in shared memory), then
+// the look-back.
 // ---------------------------------------------------------------------------------------------
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int WORDS, int DEPTH,
           int LOOKERS>

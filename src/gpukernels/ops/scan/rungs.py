@@ -423,9 +423,9 @@ def narrow_shared_bytes(dtype: numpy.dtype) -> int:
 
 # The striped path (scan.cu, scan_columns_striped): striped's tiles, schedule and look-back
 # warps for one scan down each column of a narrow float32 array. Measured on an H200 against the
-# narrow path, per call (benchmarks/NOTES.md, item 191): ahead from 2^18 elements (the smallest
-# timed) at every width it takes, by 0.10-0.30; depth 2 (three blocks an SM) ahead of depth 3
-# (two); float64 behind.
+# narrow path, per call (benchmarks/NOTES.md, item 191), from 2^18 elements (the smallest timed):
+# level at 4 columns, 10-20% ahead at 8 and 16, 30% at 32; depth 2 (three blocks an SM) ahead of
+# depth 3 (two); float64 behind.
 COLUMNS_STRIPED_DEPTH = 2  # a tile is finished this many rounds after its scan, less one
 COLUMNS_STRIPED_LOOKERS = 2  # look-back warps a block, taking the rounds in turn
 COLUMNS_STRIPED_THREADS = LOOK_BACK_BLOCK + 32 * COLUMNS_STRIPED_LOOKERS
