@@ -123,6 +123,39 @@ def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner
     assert 32 * warps * items >= rungs.LOOK_BACK_BLOCK * rungs.look_back_items(dtype)
 
 
+#: Columns' striped path: the row widths it takes (16 to 128 bytes), by dtype.
+STRIPED_COLUMNS = {"float32": (4, 8, 16, 32)}
+
+
+@pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
+@pytest.mark.parametrize("inner", [1, 2, 3, 4, 8, 12, 16, 17, 32])
+@pytest.mark.parametrize("outer", [1, 3])
+@pytest.mark.parametrize("capability", [0, 80, 90])
+def test_columns_take_the_striped_path_only_where_it_runs(dtype, inner, outer, capability):
+    # one scan down each column of a float32 array whose rows are 1, 2, 4 or 8 words, from
+    # COLUMNS_STRIPED_MIN elements, on sm_90 (or planning on the CPU); the tiles
+    # cover the array, and the scratch has 32 slots (a lane each) for every tile
+    dtype = numpy.dtype(dtype)
+    n = rungs.COLUMNS_STRIPED_MIN // inner + 5
+    p = rungs.Problem("SumOp", dtype, n, outer * inner, inner, capability)
+    step = rungs.plan_columns(p).steps[0]
+    takes = (dtype.name in STRIPED_COLUMNS and inner in STRIPED_COLUMNS[dtype.name]
+             and outer == 1 and capability != 80)
+    assert rungs.columns_striped(p) == takes
+    assert (step.launch.instance == rungs._columns_striped_instance("SumOp", dtype)) == takes
+    small = rungs.Problem("SumOp", dtype, rungs.COLUMNS_STRIPED_MIN // inner - 1, inner, inner)
+    assert not rungs.columns_striped(small)
+    if takes:
+        tile = rungs.striped_tile(dtype)
+        tiles = -(-n * inner // tile)
+        assert tile % inner == 0 and step.launch.grid == (tiles, 1, 1)
+        assert step.launch.block == (rungs.COLUMNS_STRIPED_THREADS, 1, 1)
+        assert step.launch.shared_mem == rungs.COLUMNS_STRIPED_DEPTH * tile * 8
+        # with the kernel's static shared memory (under 10 KiB), three blocks fit an H100's SM
+        assert 3 * (step.launch.shared_mem + 10 * 1024 + 1024) <= 228 * 1024
+        assert step.scratch >= 32 * tiles and step.launch.instance in rungs.SOURCE.instances
+
+
 def test_wide_columns_take_no_dynamic_shared_memory():
     p = rungs.Problem("SumOp", numpy.dtype("float32"), 1000, 3 * 48, 48)
     assert not rungs.is_narrow(48) and rungs.plan_columns(p).steps[0].launch.shared_mem == 0
@@ -458,20 +491,80 @@ def test_scans_along_an_axis(operation, method, dtype, shape, axis, rng):
 @pytest.mark.parametrize("operation", OPERATIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("inner", [2, 3, 8, 16, 17, 24, 32])
-def test_narrow_column_scans_of_every_dtype(operation, dtype, inner, rng):
+def test_narrow_column_scans_of_every_dtype(operation, dtype, inner, rng, monkeypatch):
     # columns' narrow path on every dtype's tile geometry (narrow_geometry), with every lane
     # working (a power of two of columns) and with lanes idle (3, 17, 24: a row takes 4, 32
     # and 32 lanes): many tiles, the last one partial, and scans that begin inside a tile
     # (several along axis 1); outputs poisoned, so an element left unwritten, or one written
-    # past a tile's last row, shows
-    for shape, axis in (((20011, inner), 0), ((3, 4099, inner), 1)):
-        x = _data(operation, shape, dtype, rng, shape[axis])
-        out = poisoned(shape, reduction_result_dtype(operation, dtype, None))
-        with record_launches() as launches:
-            got = getattr(gk, operation)(cupy.asarray(x), axis=axis, method="columns", out=out)
-        assert [launch.instance for launch in launches] == [
-            rungs._columns_instance(rungs.OPERATORS[operation], dtype, True)]
-        _compare(got, x, operation, axis=axis)
+    # past a tile's last row, shows. The striped path, which would take some of these, is
+    # held off (its own test is test_columns_striped_path).
+    from gpukernels._core.launch import PLANS
+
+    monkeypatch.setattr(rungs, "COLUMNS_STRIPED_MIN", 1 << 62)
+    PLANS.clear()
+    try:
+        for shape, axis in (((20011, inner), 0), ((3, 4099, inner), 1)):
+            x = _data(operation, shape, dtype, rng, shape[axis])
+            out = poisoned(shape, reduction_result_dtype(operation, dtype, None))
+            with record_launches() as launches:
+                got = getattr(gk, operation)(cupy.asarray(x), axis=axis, method="columns",
+                                             out=out)
+            assert [launch.instance for launch in launches] == [
+                rungs._columns_instance(rungs.OPERATORS[operation], dtype, True)]
+            _compare(got, x, operation, axis=axis)
+    finally:
+        PLANS.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("dtype", sorted(STRIPED_COLUMNS))
+def test_columns_striped_path(operation, dtype, rng, monkeypatch):
+    # columns' striped path (scan.cu, scan_columns_striped) for every row width it takes: one
+    # partial tile, a few tiles, and many tiles a block (grids of 3 and 1 resident blocks, so
+    # every slot, ring post and barrier is reused), the last tile partial; an out= one element
+    # off 16-byte alignment (element loads and stores) with its neighbours left unwritten; the
+    # same input twice gives bitwise the same output
+    from gpukernels._core.launch import PLANS
+
+    cupy_device = cupy.cuda.Device()
+    if int(cupy_device.compute_capability) < rungs.COLUMNS_STRIPED_CAPABILITY:
+        pytest.skip("the striped path runs on sm_90 and newer")
+    monkeypatch.setattr(rungs, "COLUMNS_STRIPED_MIN", 0)
+    dtype = numpy.dtype(dtype)
+    tile = rungs.striped_tile(dtype)
+    instance = rungs._columns_striped_instance(rungs.OPERATORS[operation], dtype)
+    result = reduction_result_dtype(operation, dtype, None)
+    for blocks in (None, 3, 1):
+        if blocks is not None:
+            monkeypatch.setattr(rungs, "device_resident", lambda *_, blocks=blocks: blocks)
+        PLANS.clear()
+        try:
+            for inner in STRIPED_COLUMNS[dtype.name]:
+                rows = tile // inner
+                for n in ((rows // 2 + 1, 3 * rows + 5) if blocks is None
+                          else (41 * rows + rows // 3,)):
+                    x = _data(operation, (n, inner), dtype, rng, n)
+                    for offset in (0, 1):
+                        size = n * inner
+                        buffer = poisoned((size + 2,), result)
+                        out = buffer[offset:offset + size].reshape(n, inner)
+                        with record_launches() as launches:
+                            got = getattr(gk, operation)(cupy.asarray(x), axis=0, out=out)
+                        assert got is out
+                        assert [launch.instance for launch in launches] == [instance]
+                        if blocks is not None:
+                            assert [launch.grid for launch in launches] == [(blocks, 1, 1)]
+                        _compare(out, x, operation, axis=0)
+                        untouched = cupy.asnumpy(buffer.view(numpy.uint8))
+                        start, end = offset * result.itemsize, (offset + size) * result.itemsize
+                        assert (untouched[:start] == 0xFF).all()
+                        assert (untouched[end:] == 0xFF).all()
+                    again = getattr(gk, operation)(cupy.asarray(x), axis=0)
+                    first = getattr(gk, operation)(cupy.asarray(x), axis=0)
+                    assert bool((again.view(numpy.uint8) == first.view(numpy.uint8)).all())
+        finally:
+            PLANS.clear()
 
 
 @pytest.mark.gpu

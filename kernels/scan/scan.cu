@@ -1651,7 +1651,9 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // look_back's groups along each column instead (gk_columns_group_look_back). Columns past inner
 // idle.
 // Narrow arrays (inner up to 32: instances with NARROW) take another path, gk_columns_narrow
-// below: their rows are short, so a tile of consecutive whole rows is contiguous memory.
+// below: their rows are short, so a tile of consecutive whole rows is contiguous memory. On
+// sm_90, float32 arrays of 4, 8, 16 or 32 columns with one scan per column take a kernel of
+// their own, scan_columns_striped (at the end of this file).
 // Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.52-0.54
 // (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.48 (0.123 ms) on the narrow path with
 // 16 x 24 tiles and one look-back per tile (0.30 with blocked's 8 x 16 and a look-back per
@@ -2080,6 +2082,206 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                 value = Op::combine(value, to_acc<Acc>(element[k]));
                 out[origin + row * inner] = to_acc<Out>(value);
             }
+        }
+    }
+    gk_finish_launch(control, epoch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The columns rung's striped path: striped's schedule for one scan down each column of a narrow
+// array, (n, C) with a row of C elements 16, 32, 64 or 128 bytes long (WPR = C x sizeof(In) / 16
+// words: 1, 2, 4 or 8). Thread t holds words w * BLOCK + t (w < WORDS) of its tile as loaded, so
+// a warp's access covers 512 consecutive bytes as in striped, and since WPR divides BLOCK its
+// words are always columns (t % WPR) * PER .. + PER - 1 (PER elements of 16 bytes): word w of
+// thread t is row w * BLOCK / WPR + t / WPR of the tile. Rows are scanned across the lanes of a
+// column group (shuffles WPR, 2 WPR, ... lanes up), the WORDS x WARPS warp totals of each
+// column (their order in the tile: word position, then warp) folded left to right by every warp
+// with lane c taking column c, each warp keeping the prefixes of its own entries. The tile's
+// aggregate of each column goes through shared memory (an atomic exchange, an atomic read:
+// a handoff racecheck can check; NOTES 191) to a look-back warp, which publishes it
+// and looks back along the one chain of tiles for all C columns at once (lane c for column c:
+// gk_columns_group_look_back, the wide path's grouped look-back, so the fences stay off the
+// data warps); the tile is finished DEPTH - 1 rounds after its scan, each element's value
+// within the tile held in shared memory between the two (an accumulator each, stored before the
+// block's barrier and completed after it, so that no thread keeps its tile in registers across
+// it: 64 registers, three blocks an SM at depth 2). Tiles are claimed and posted as in striped.
+// The narrow path (gk_columns_narrow) stages a tile and waits for its look-back; this path
+// never waits for one. sm_90 and newer (the host sends it nothing else), one scan per column (no
+// axes before), float32 (float64 ran behind the narrow path: 0.40 against 0.42).
+// Measured on an H200 (float32 along axis 0, per call, of a device copy; NOTES 191): (2^20, 16)
+// 0.39-0.40 (the narrow path 0.35 in the same run), (2^19, 32) 0.37 (0.28), (2^24, 16) 0.38
+// (0.34), (2^18, 16) 0.31 (0.26); the same data path with no look-back at all 0.42-0.49, one
+// row of the same bytes through striped 0.58-0.63: what holds it is each element's work in the
+// data path (its shuffles across lanes WPR apart, an 8-byte value held in shared memory), then
+// the look-back.
+// ---------------------------------------------------------------------------------------------
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int WORDS, int DEPTH,
+          int LOOKERS>
+__global__ void __launch_bounds__(BLOCK + 32 * LOOKERS, 3)
+scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows,
+                     i64 inner, u64* __restrict__ control, u64* __restrict__ flags,
+                     char* __restrict__ values, i64 capacity) {
+    constexpr int PER = (int)(16 / sizeof(In)), WARPS = BLOCK / 32;
+    constexpr int TILE = BLOCK * WORDS * PER;
+    constexpr unsigned PREFIX_THREADS = BLOCK + 32;  // the data warps and one look-back warp
+    constexpr unsigned BAR_AGGREGATE = GK_BAR_PREFIX + 4;  // + r % DEPTH: round r's aggregate
+    static_assert(DEPTH >= 2 && DEPTH <= 4 && BAR_AGGREGATE + DEPTH <= 16, "named barriers");
+    static_assert(DEPTH + LOOKERS <= GK_STRIPED_RING, "a posted tile outlives its readers");
+    static_assert(sizeof(Out) == sizeof(In) && BLOCK % 256 == 0, "words of outputs as loaded");
+    static_assert(sizeof(Acc) <= 8, "an aggregate's bits in one word");
+    // DEPTH slots, each the value within the tile of each of its elements: thread t's element
+    // k of word w at (w * PER + k) * BLOCK + t, so that a warp's access is 256 bytes in a row
+    extern __shared__ uint4 gk_striped_slots[];
+    __shared__ Acc totals[WORDS][WARPS][32];  // each warp's column totals of each word position
+    __shared__ u64 aggregate_shared[DEPTH][32];  // round r's column aggregates (their bits)
+    __shared__ Acc prefix_shared[DEPTH][32];  // and its tile's prefix of each column
+    __shared__ u64 ring[GK_STRIPED_RING];
+    __shared__ u64 epoch_shared;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int C = (int)inner;  // 16 x WPR / sizeof(In): the host sends nothing else
+    const int WPR = C / PER, group = tid % WPR;  // group: columns group * PER .. + PER - 1
+    const i64 total = n * C;
+    const i64 tiles = (total + TILE - 1) / TILE;
+    const bool aligned =
+        reinterpret_cast<u64>(in) % 16 == 0 && reinterpret_cast<u64>(out) % 16 == 0;
+    if (tid == 0) {
+        for (int k = 0; k < GK_STRIPED_RING; ++k) ring[k] = gk_post_unasked(k);
+        const i64 first = (i64)atomicAdd(control, 1ull);
+        gk_post_at(ring, 0, 0, first);
+        for (int k = 1; k < LOOKERS && first >= tiles; ++k) gk_post_at(ring, k, 0, tiles);
+        epoch_shared = gk_load_l2(control + 2);
+    }
+    __syncthreads();
+    const u64 epoch = epoch_shared;
+
+    if (warp >= WARPS) {
+        // A look-back warp: rounds warp - WARPS, + LOOKERS, ..., each tile's once the data
+        // warps have scanned it; it publishes the tile's aggregates, then waits for what it
+        // needs of the tiles before.
+        for (int r = warp - WARPS;; r += LOOKERS) {
+            const i64 tile = gk_posted_tile(gk_posted(ring, r));
+            if (tile >= tiles) break;
+            gk_bar_sync(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
+            // an atomic read of what the data warps left with an atomic exchange: an
+            // aggregate handed over through a plain shared slot and an arrive/sync pair is
+            // what racecheck reported in striped (NOTES 189), and here too (NOTES 191)
+            const u64 bits = atomicAdd(&aggregate_shared[r % DEPTH][lane], 0ull);
+            const Acc aggregate = lane < C ? gk_from_bits<Acc>(bits) : Op::template identity<Acc>();
+            const Acc prefix = gk_columns_group_look_back<Op, Acc>(
+                flags, values, capacity, tile, 1, tile, lane < C, aggregate, epoch);
+            prefix_shared[r % DEPTH][lane] = prefix;
+            gk_bar_arrive(GK_BAR_PREFIX + r % DEPTH, PREFIX_THREADS);
+        }
+        return;
+    }
+
+    bool ended = false;  // a round's tile was past the last: so is every later round's
+    int last_finish = -1;  // the round that finishes the last tile scanned so far
+    for (int r = 0;; ++r) {
+        // The barrier also orders this round's writes of `totals` and of its slot after every
+        // data warp's reads of them in earlier rounds.
+        if (!ended && r > 0) gk_bar_sync(GK_BAR_DATA, BLOCK);
+        const u64 posted = ended ? gk_post(r, 0, tiles) : ring[r % GK_STRIPED_RING];
+        const i64 tile = gk_posted_tile(posted);
+        ended = tile >= tiles;
+        if (!ended) last_finish = r + DEPTH - 1;
+        if (r > last_finish) break;
+        const int finished = r - (DEPTH - 1);
+        const i64 prev =
+            finished >= 0 ? gk_posted_tile(ring[finished % GK_STRIPED_RING]) : tiles;
+        if (tile < tiles) {
+            Acc* const held = reinterpret_cast<Acc*>(gk_striped_slots) + (r % DEPTH) * TILE;
+            const i64 base = tile * TILE;
+            Acc x[WORDS][PER];
+#pragma unroll
+            for (int w = 0; w < WORDS; ++w) {
+                const i64 at = base + (i64)(w * BLOCK + tid) * PER;
+                gk_scan_word<In> word;
+                word.bits = make_uint4(0, 0, 0, 0);
+                if (at < total) {  // rows are whole words: a word is all in or all out
+                    if (aligned) {
+                        word.bits = *reinterpret_cast<const uint4*>(in + at);
+                    } else {
+#pragma unroll
+                        for (int k = 0; k < PER; ++k) word.elem[k] = in[at + k];
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < PER; ++k) {
+                    x[w][k] = at < total ? to_acc<Acc>(word.elem[k]) : Op::template identity<Acc>();
+                }
+                // the rows of this word position across the warp, each column group apart
+                for (int d = WPR; d < 32; d *= 2) {
+#pragma unroll
+                    for (int k = 0; k < PER; ++k) {
+                        const Acc left = gk_shfl_up(x[w][k], d);
+                        if (lane >= d) x[w][k] = Op::combine(left, x[w][k]);
+                    }
+                }
+                if (lane >= 32 - WPR) {
+#pragma unroll
+                    for (int k = 0; k < PER; ++k) totals[w][warp][group * PER + k] = x[w][k];
+                }
+                // held until the prefixes are known: not in registers across the barrier
+#pragma unroll
+                for (int k = 0; k < PER; ++k) held[(w * PER + k) * BLOCK + tid] = x[w][k];
+            }
+            gk_bar_sync(GK_BAR_DATA, BLOCK);
+            // Column `lane`'s warp totals in the tile's order, folded: this warp's prefixes
+            Acc run = Op::template identity<Acc>();
+            Acc mine[WORDS];
+#pragma unroll
+            for (int w = 0; w < WORDS; ++w) {
+#pragma unroll
+                for (int v = 0; v < WARPS; ++v) {
+                    if (v == warp) mine[w] = run;
+                    if (lane < C) run = Op::combine(run, totals[w][v][lane]);
+                }
+            }
+#pragma unroll
+            for (int w = 0; w < WORDS; ++w) {
+#pragma unroll
+                for (int k = 0; k < PER; ++k) {
+                    const Acc prefix = gk_shfl_from(mine[w], group * PER + k);
+                    Acc& value = held[(w * PER + k) * BLOCK + tid];
+                    value = Op::combine(prefix, value);
+                }
+            }
+            if (warp == 0) atomicExch(&aggregate_shared[r % DEPTH][lane], gk_bits(run));
+            gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
+        }
+        if (prev < tiles) {
+            const int s = finished % DEPTH;
+            const Acc* const held = reinterpret_cast<const Acc*>(gk_striped_slots) + s * TILE;
+            gk_bar_sync(GK_BAR_PREFIX + s, PREFIX_THREADS);
+            Acc tile_prefix[PER];
+#pragma unroll
+            for (int k = 0; k < PER; ++k) tile_prefix[k] = prefix_shared[s][group * PER + k];
+            const i64 base = prev * TILE;
+#pragma unroll
+            for (int w = 0; w < WORDS; ++w) {
+                const i64 at = base + (i64)(w * BLOCK + tid) * PER;
+                if (at >= total) continue;
+                gk_scan_word<Out> result;
+#pragma unroll
+                for (int k = 0; k < PER; ++k) {
+                    const Acc value = held[(w * PER + k) * BLOCK + tid];
+                    result.elem[k] =
+                        to_acc<Out>(prev == 0 ? value : Op::combine(tile_prefix[k], value));
+                }
+                if (aligned) {
+                    *reinterpret_cast<uint4*>(out + at) = result.bits;
+                } else {
+#pragma unroll
+                    for (int k = 0; k < PER; ++k) out[at + k] = result.elem[k];
+                }
+            }
+        }
+        if (tid == 0 && tile < tiles) {
+            const i64 next = (i64)atomicAdd(control, 1ull);
+            gk_post_at(ring, r + 1, 0, next);
+            for (int k = 2; k <= LOOKERS && next >= tiles; ++k) gk_post_at(ring, r + k, 0, tiles);
         }
     }
     gk_finish_launch(control, epoch);
