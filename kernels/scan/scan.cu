@@ -1301,6 +1301,31 @@ __device__ __forceinline__ u64 gk_posted(u64* ring, int r) {
 __device__ __forceinline__ i64 gk_posted_tile(u64 word) { return (i64)(word & ((1ull << 40) - 1)); }
 __device__ __forceinline__ unsigned gk_posted_kind(u64 word) { return (unsigned)(word >> 40) & 3u; }
 
+// A striped block's start, by thread 0: its ring of posts reset, its first tile claimed and
+// posted (kind_of(tile): the post's gk_tile_kind bits), and where there is none, a tile past the
+// last for each look-back warp's first round; then the launch's epoch.
+template <int LOOKERS, typename Kind>
+__device__ __forceinline__ void gk_striped_first(u64* control, u64* ring, i64 tiles,
+                                                 u64& epoch_shared, Kind kind_of) {
+    // Shared memory keeps what an earlier block on this SM left there, posts of its rounds
+    // among it: each slot starts with a round no wait of this block's asks for (r < 2^22)
+    for (int k = 0; k < GK_STRIPED_RING; ++k) ring[k] = gk_post_unasked(k);
+    const i64 first = (i64)atomicAdd(control, 1ull);
+    gk_post_at(ring, 0, kind_of(first), first);
+    for (int k = 1; k < LOOKERS && first >= tiles; ++k) gk_post_at(ring, k, 0, tiles);
+    epoch_shared = gk_load_l2(control + 2);
+}
+
+// Thread 0 at the end of round r: round r + 1's tile claimed and posted (and, at the end, a tile
+// past the last for every look-back warp's next round).
+template <int LOOKERS, typename Kind>
+__device__ __forceinline__ void gk_striped_claim_next(u64* control, u64* ring, int r, i64 tiles,
+                                                      Kind kind_of) {
+    const i64 next = (i64)atomicAdd(control, 1ull);
+    gk_post_at(ring, r + 1, kind_of(next), next);
+    for (int k = 2; k <= LOOKERS && next >= tiles; ++k) gk_post_at(ring, r + k, 0, tiles);
+}
+
 // Bits k (k < PER) of the elements at .. at + PER - 1 of the scan sequence that begin a row;
 // how many of those elements lie before `total`.
 template <int PER>
@@ -1511,15 +1536,8 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     const bool out_words = inner == 1 && reinterpret_cast<u64>(out) % 16 == 0;
     const bool aligned = in_words && out_words;
     constexpr int SLOT_WORDS = WORDS * BLOCK + (WORDS * BLOCK * (int)sizeof(Acc) + 15) / 16;
-    if (tid == 0) {
-        // Shared memory keeps what an earlier block on this SM left there, posts of its rounds
-        // among it: each slot starts with a round no wait of this block's asks for (r < 2^22)
-        for (int k = 0; k < GK_STRIPED_RING; ++k) ring[k] = gk_post_unasked(k);
-        const i64 first = (i64)atomicAdd(control, 1ull);
-        gk_post_at(ring, 0, gk_tile_kind(first, tiles, TILE, total, n, aligned), first);
-        for (int k = 1; k < LOOKERS && first >= tiles; ++k) gk_post_at(ring, k, 0, tiles);
-        epoch_shared = gk_load_l2(control + 2);
-    }
+    const auto kind_of = [&](i64 t) { return gk_tile_kind(t, tiles, TILE, total, n, aligned); };
+    if (tid == 0) gk_striped_first<LOOKERS>(control, ring, tiles, epoch_shared, kind_of);
     __syncthreads();
     const u64 epoch = epoch_shared;
 
@@ -1621,12 +1639,8 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                     prefix_starts[s], tile_prefix, tid);
             }
         }
-        // Post round r + 1's tile (and, at the end, a tile past the last for every look-back
-        // warp's next round).
         if (tid == 0 && tile < tiles) {
-            const i64 next = (i64)atomicAdd(control, 1ull);
-            gk_post_at(ring, r + 1, gk_tile_kind(next, tiles, TILE, total, n, aligned), next);
-            for (int k = 2; k <= LOOKERS && next >= tiles; ++k) gk_post_at(ring, r + k, 0, tiles);
+            gk_striped_claim_next<LOOKERS>(control, ring, r, tiles, kind_of);
         }
     }
     gk_finish_launch(control, epoch);
@@ -2145,13 +2159,8 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
     const i64 tiles = (total + TILE - 1) / TILE;
     const bool aligned =
         reinterpret_cast<u64>(in) % 16 == 0 && reinterpret_cast<u64>(out) % 16 == 0;
-    if (tid == 0) {
-        for (int k = 0; k < GK_STRIPED_RING; ++k) ring[k] = gk_post_unasked(k);
-        const i64 first = (i64)atomicAdd(control, 1ull);
-        gk_post_at(ring, 0, 0, first);
-        for (int k = 1; k < LOOKERS && first >= tiles; ++k) gk_post_at(ring, k, 0, tiles);
-        epoch_shared = gk_load_l2(control + 2);
-    }
+    const auto kind_of = [](i64) { return 0u; };  // no row starts or ends inside a tile
+    if (tid == 0) gk_striped_first<LOOKERS>(control, ring, tiles, epoch_shared, kind_of);
     __syncthreads();
     const u64 epoch = epoch_shared;
 
@@ -2279,9 +2288,7 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
             }
         }
         if (tid == 0 && tile < tiles) {
-            const i64 next = (i64)atomicAdd(control, 1ull);
-            gk_post_at(ring, r + 1, 0, next);
-            for (int k = 2; k <= LOOKERS && next >= tiles; ++k) gk_post_at(ring, r + k, 0, tiles);
+            gk_striped_claim_next<LOOKERS>(control, ring, r, tiles, kind_of);
         }
     }
     gk_finish_launch(control, epoch);
