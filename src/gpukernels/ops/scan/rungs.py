@@ -137,7 +137,11 @@ def scratch(capacity: int) -> tuple:
     tile, then striped's 16-byte record of each tile's aggregate and flag (scan.cu,
     gk_uses_records), all zeroed; room for an aggregate, an inclusive prefix and a group total
     per tile. One set per capacity (a power of two; :func:`stream_buffers`); each launch
-    leaves the counters ready for the next."""
+    leaves the counters ready for the next. Every single-pass kernel of the set's launches
+    reads the first ``capacity`` words of ``flags`` as flags whose epoch says whether they are
+    this launch's: nothing else may be written there (a value's bits there read as a flag of a
+    later epoch, and a later scan takes garbage for a published total; benchmarks/NOTES.md,
+    item 191)."""
     cupy = _device.cupy
     return stream_buffers(("scan", capacity), lambda: (
         cupy.zeros(4, dtype=numpy.uint64), cupy.zeros(3 * capacity, dtype=numpy.uint64),
