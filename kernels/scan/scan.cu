@@ -1326,6 +1326,22 @@ __device__ __forceinline__ void gk_striped_claim_next(u64* control, u64* ring, i
     for (int k = 2; k <= LOOKERS && next >= tiles; ++k) gk_post_at(ring, r + k, 0, tiles);
 }
 
+// The data warps' post of round r: the tile thread 0 posted at the end of round r - 1, read
+// after a barrier of the data warps, not polled (polling the ring's atomics cost 0.06 of a copy
+// at 2^28 float32; benchmarks/NOTES.md, item 189), or one past the last once the block's tiles
+// have `ended` (so has every later round's); `last_finish` becomes the round that finishes the
+// last tile scanned so far. The barrier also orders a round's writes of the block's shared
+// memory after the data warps' reads of it in earlier rounds.
+template <int BLOCK, int DEPTH>
+__device__ __forceinline__ u64 gk_striped_post(const u64* ring, int r, i64 tiles, bool& ended,
+                                               int& last_finish) {
+    if (!ended && r > 0) gk_bar_sync(GK_BAR_DATA, BLOCK);
+    const u64 posted = ended ? gk_post(r, 0, tiles) : ring[r % GK_STRIPED_RING];
+    ended = gk_posted_tile(posted) >= tiles;
+    if (!ended) last_finish = r + DEPTH - 1;
+    return posted;
+}
+
 // Bits k (k < PER) of the elements at .. at + PER - 1 of the scan sequence that begin a row;
 // how many of those elements lie before `total`.
 template <int PER>
@@ -1582,14 +1598,8 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
     bool ended = false;  // a round's tile was past the last: so is every later round's
     int last_finish = -1;  // the round that finishes the last tile scanned so far
     for (int r = 0;; ++r) {
-        // Round r's tile, which thread 0 posted at the end of round r - 1: read after a barrier
-        // of the data warps, not polled (polling the ring's atomics cost 0.06 of a copy at 2^28
-        // float32; benchmarks/NOTES.md, item 189).
-        if (!ended && r > 0) gk_bar_sync(GK_BAR_DATA, BLOCK);
-        const u64 posted = ended ? gk_post(r, 0, tiles) : ring[r % GK_STRIPED_RING];
+        const u64 posted = gk_striped_post<BLOCK, DEPTH>(ring, r, tiles, ended, last_finish);
         const i64 tile = gk_posted_tile(posted);
-        ended = tile >= tiles;
-        if (!ended) last_finish = r + DEPTH - 1;
         if (r > last_finish) break;  // every tile the block took is finished
         const int finished = r - (DEPTH - 1);  // the round whose tile is finished in this one
         // (posted DEPTH - 1 rounds ago, before barriers every data thread has passed since: a
@@ -2188,13 +2198,8 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
     bool ended = false;  // a round's tile was past the last: so is every later round's
     int last_finish = -1;  // the round that finishes the last tile scanned so far
     for (int r = 0;; ++r) {
-        // The barrier also orders this round's writes of `totals` and of its slot after every
-        // data warp's reads of them in earlier rounds.
-        if (!ended && r > 0) gk_bar_sync(GK_BAR_DATA, BLOCK);
-        const u64 posted = ended ? gk_post(r, 0, tiles) : ring[r % GK_STRIPED_RING];
+        const u64 posted = gk_striped_post<BLOCK, DEPTH>(ring, r, tiles, ended, last_finish);
         const i64 tile = gk_posted_tile(posted);
-        ended = tile >= tiles;
-        if (!ended) last_finish = r + DEPTH - 1;
         if (r > last_finish) break;
         const int finished = r - (DEPTH - 1);
         const i64 prev =
