@@ -192,7 +192,8 @@ def test_choose_sends_other_axes_to_columns():
 
 @pytest.mark.parametrize(("dtype", "shortest"), [
     ("float16", 1), ("float32", 1), ("float64", 1), ("int16", 1), ("int32", 1), ("uint32", 1),
-    ("int8", 4), ("uint8", 4), ("bool", 4), ("int64", None), ("uint64", None),
+    ("int8", rungs.STRIPED_ONE_BYTE_FACTOR), ("uint8", rungs.STRIPED_ONE_BYTE_FACTOR),
+    ("bool", rungs.STRIPED_ONE_BYTE_FACTOR), ("int64", None), ("uint64", None),
     ("complex64", None)])
 @pytest.mark.parametrize("capability", [0, 75, 90])
 def test_choose_takes_striped_for_long_rows_of_the_measured_dtypes(dtype, shortest, capability):
@@ -720,8 +721,8 @@ def test_bad_calls_raise_before_any_launch(call, error):
     ((3, rungs.STRIPED_MIN_ROW // 2), None, "float64"),  # flattened: one row of 3 x 2^21
     ((rungs.STRIPED_MIN_ROW - 1,), None, "float32"),
     ((rungs.STRIPED_MIN_ROW + 3,), None, "int32"),
-    ((4 * rungs.STRIPED_MIN_ROW + 1,), None, "int8"),
-    ((4 * rungs.STRIPED_MIN_ROW - 1,), None, "int8"),
+    ((rungs.STRIPED_ONE_BYTE_FACTOR * rungs.STRIPED_MIN_ROW + 1,), None, "int8"),
+    ((rungs.STRIPED_ONE_BYTE_FACTOR * rungs.STRIPED_MIN_ROW - 1,), None, "int8"),
     ((rungs.STRIPED_MIN_ROW + 3,), None, "int64")])
 def test_auto_takes_striped_for_long_rows(shape, axis, dtype, rng):
     x = _data("cumsum", shape, dtype, rng, shape[-1])

@@ -1158,7 +1158,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // int32 into int64 0.94 (0.72) and int8 at 2^26 0.70 (0.65), its plain tiles of wider outputs
 // written 512 bytes a warp store (NOTES 188); rows of 8192 0.61 (0.76). Its handoffs in forms
 // racecheck can check cost 0.02-0.03 of these (NOTES 189: 2^28 float32 0.88, float64 0.79-0.81,
-// float16 0.93 (0.71) before them). auto takes it for rows of 2^22 elements or more (2^24 of
+// float16 0.93 (0.71) before them). auto takes it for rows of 2^22 elements or more (2^25 of
 // 1-byte items; not 8-byte integers or complex). Each block's ring of posted tiles starts from
 // rounds it never asks for: shared memory keeps what an earlier block left there.
 // Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round

@@ -4,7 +4,7 @@ Both share one ladder of kernels (``gpukernels.methods("scan")``, :mod:`.rungs`)
 the operator. Each input layout is planned once: the scan becomes ``rows`` scans of ``n``
 elements of a C-contiguous input (``inner`` apart when the axis is not the last), and
 ``method="auto"`` sends scans along the last axis to ``striped`` for rows of 2**22 elements
-or more of floats and of integers of up to 4 bytes (2**24 for 1-byte items) and to
+or more of floats and of integers of up to 4 bytes (2**25 for 1-byte items) and to
 ``pipelined`` for the other rows (``blocked`` on GPUs before compute capability 8.0), and
 scans along any other axis to ``columns``.
 """
@@ -215,7 +215,7 @@ _DOC = """Cumulative {what} of array elements along an axis, as :func:`numpy.{na
     method : str, optional
         A rung of ``gpukernels.methods("scan")``, or ``"auto"``: along the last axis (or
         flattened), ``striped`` for rows of 2**22 elements or more of floats and of integers
-        of up to 4 bytes (2**24 for 1-byte items), ``pipelined`` for the others (``blocked``
+        of up to 4 bytes (2**25 for 1-byte items), ``pipelined`` for the others (``blocked``
         before compute capability 8.0); ``columns`` along any other.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; the result is cast to its dtype.

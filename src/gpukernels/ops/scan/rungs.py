@@ -300,20 +300,23 @@ STRIPED_DEPTH = 3  # a tile is finished this many rounds after its scan, less on
 STRIPED_LOOKERS = 2  # look-back warps a block, taking the rounds in turn
 STRIPED_THREADS = LOOK_BACK_BLOCK + 32 * STRIPED_LOOKERS
 #: auto takes striped for rows of at least this many elements of floats and of integers of 2
-#: and 4 bytes, and of 4 times as many of 1-byte items: from there on it ran ahead of pipelined
-#: per call on an H100 (float32 0.50 of a copy at 2^22 against 0.47, 0.88 at 2^28 against 0.68;
-#: int32 into int64 0.67 against 0.58 at 2^22, 0.95 against 0.74 at 2^28; int8 0.64 against
-#: 0.63 at 2^24, 0.32 against 0.45 at 2^22; benchmarks/NOTES.md, items 187-188; its handoffs
-#: made checkable by racecheck cost it 0.01-0.03 of these, item 189, which left 1-byte items at
-#: 2^24 not re-measured). Shorter rows ran level or behind; 8-byte integers and complex are not
-#: measured and stay with pipelined.
+#: and 4 bytes, and of STRIPED_ONE_BYTE_FACTOR times as many of 1-byte items: from there on it
+#: ran ahead of pipelined per call on an H100 (float32 0.50 of a copy at 2^22 against 0.47, 0.88
+#: at 2^28 against 0.68; int32 into int64 0.67 against 0.58 at 2^22, 0.95 against 0.74 at 2^28;
+#: benchmarks/NOTES.md, items 187-188; its handoffs made checkable by racecheck cost it
+#: 0.01-0.03 of these, item 189). Shorter rows ran level or behind; 8-byte integers and complex
+#: are not measured and stay with pipelined.
 STRIPED_MIN_ROW = 1 << 22
+#: 1-byte items: at 2^24 striped ran level on an H100 (int8 0.64 against 0.63, item 188, before
+#: item 189's handoffs) and behind on an H200 (int8 0.42 against 0.49, bool 0.47 against 0.51,
+#: uint8 level), at 2^25 level or ahead there (0.51-0.59 against 0.51-0.52; item 193).
+STRIPED_ONE_BYTE_FACTOR = 8
 
 
 def striped_min_row(dtype: numpy.dtype) -> int | None:
     """The shortest row of ``dtype`` for which auto takes striped (None: never)."""
     if dtype.kind == "f" or (dtype.kind in "biu" and dtype.itemsize <= 4):
-        return STRIPED_MIN_ROW * (4 if dtype.itemsize == 1 else 1)
+        return STRIPED_MIN_ROW * (STRIPED_ONE_BYTE_FACTOR if dtype.itemsize == 1 else 1)
     return None
 
 
