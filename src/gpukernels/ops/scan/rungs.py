@@ -611,8 +611,9 @@ LADDER = Ladder("scan", (
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
          "columns, a look-back per column (by groups of 32 tiles where chunks of 32 columns "
          "are few); narrow arrays (up to 32 columns) in tiles of whole rows, each thread a run "
-         "of one column, one look-back per tile for all its columns; on sm_90, float32 arrays "
-         "of 4, 8, 16 or 32 columns scanned along their first axis in striped's schedule",
+         "of one column, one look-back per tile for all its columns; on sm_90, float32 and "
+         "float64 arrays of rows of 16 to 128 bytes scanned along their first axis in "
+         "striped's schedule, each thread a run of 8 rows",
          SOURCE, "scan_columns",
          _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
          + _dtype_groups("scan_columns grouped",
