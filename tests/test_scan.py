@@ -124,7 +124,7 @@ def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner
 
 
 #: Columns' striped path: the row widths it takes (16 to 128 bytes), by dtype.
-STRIPED_COLUMNS = {"float32": (4, 8, 16, 32)}
+STRIPED_COLUMNS = {"float32": (4, 8, 16, 32), "float64": (2, 4, 8, 16)}
 
 
 @pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
@@ -132,8 +132,8 @@ STRIPED_COLUMNS = {"float32": (4, 8, 16, 32)}
 @pytest.mark.parametrize("outer", [1, 3])
 @pytest.mark.parametrize("capability", [0, 80, 90])
 def test_columns_take_the_striped_path_only_where_it_runs(dtype, inner, outer, capability):
-    # one scan down each column of a float32 array whose rows are 1, 2, 4 or 8 words, from
-    # COLUMNS_STRIPED_MIN elements, on sm_90 (or planning on the CPU); the tiles
+    # one scan down each column of a float32 or float64 array whose rows are 1, 2, 4 or 8
+    # words, from COLUMNS_STRIPED_MIN elements, on sm_90 (or planning on the CPU); the tiles
     # cover the array, and the scratch has 32 slots (a lane each) for every tile
     dtype = numpy.dtype(dtype)
     n = rungs.COLUMNS_STRIPED_MIN // inner + 5
@@ -146,13 +146,15 @@ def test_columns_take_the_striped_path_only_where_it_runs(dtype, inner, outer, c
     small = rungs.Problem("SumOp", dtype, rungs.COLUMNS_STRIPED_MIN // inner - 1, inner, inner)
     assert not rungs.columns_striped(small)
     if takes:
-        tile = rungs.striped_tile(dtype)
+        tile = rungs.columns_striped_tile(dtype)
         tiles = -(-n * inner // tile)
         assert tile % inner == 0 and step.launch.grid == (tiles, 1, 1)
         assert step.launch.block == (rungs.COLUMNS_STRIPED_THREADS, 1, 1)
-        assert step.launch.shared_mem == rungs.COLUMNS_STRIPED_DEPTH * tile * 8
-        # with the kernel's static shared memory (under 10 KiB), three blocks fit an H100's SM
-        assert 3 * (step.launch.shared_mem + 10 * 1024 + 1024) <= 228 * 1024
+        # each slot: the tile's bytes, and 8 bytes for each column of each data thread's group
+        slot = tile * dtype.itemsize + rungs.LOOK_BACK_BLOCK * (16 // dtype.itemsize) * 8
+        assert step.launch.shared_mem == rungs.COLUMNS_STRIPED_DEPTH * slot
+        # with the kernel's static shared memory (under 10 KiB), two blocks fit an H100's SM
+        assert 2 * (step.launch.shared_mem + 10 * 1024 + 1024) <= 228 * 1024
         assert step.scratch >= 32 * tiles and step.launch.instance in rungs.SOURCE.instances
 
 
@@ -533,7 +535,7 @@ def test_columns_striped_path(operation, dtype, rng, monkeypatch):
         pytest.skip("the striped path runs on sm_90 and newer")
     monkeypatch.setattr(rungs, "COLUMNS_STRIPED_MIN", 0)
     dtype = numpy.dtype(dtype)
-    tile = rungs.striped_tile(dtype)
+    tile = rungs.columns_striped_tile(dtype)
     instance = rungs._columns_striped_instance(rungs.OPERATORS[operation], dtype)
     result = reduction_result_dtype(operation, dtype, None)
     for blocks in (None, 3, 1):

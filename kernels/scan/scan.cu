@@ -1676,8 +1676,8 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // idle.
 // Narrow arrays (inner up to 32: instances with NARROW) take another path, gk_columns_narrow
 // below: their rows are short, so a tile of consecutive whole rows is contiguous memory. On
-// sm_90, float32 arrays of 4, 8, 16 or 32 columns with one scan per column take a kernel of
-// their own, scan_columns_striped (at the end of this file).
+// sm_90, float32 and float64 arrays of rows of 16 to 128 bytes with one scan per column take a
+// kernel of their own, scan_columns_striped (at the end of this file).
 // Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.52-0.54
 // (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.48 (0.123 ms) on the narrow path with
 // 16 x 24 tiles and one look-back per tile (0.30 with blocked's 8 x 16 and a look-back per
@@ -2114,49 +2114,62 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // ---------------------------------------------------------------------------------------------
 // The columns rung's striped path: striped's schedule for one scan down each column of a narrow
 // array, (n, C) with a row of C elements 16, 32, 64 or 128 bytes long (WPR = C x sizeof(In) / 16
-// words: 1, 2, 4 or 8). Thread t holds words w * BLOCK + t (w < WORDS) of its tile as loaded, so
-// a warp's access covers 512 consecutive bytes as in striped, and since WPR divides BLOCK its
-// words are always columns (t % WPR) * PER .. + PER - 1 (PER elements of 16 bytes): word w of
-// thread t is row w * BLOCK / WPR + t / WPR of the tile. Rows are scanned across the lanes of a
-// column group (shuffles WPR, 2 WPR, ... lanes up), the WORDS x WARPS warp totals of each
-// column (their order in the tile: word position, then warp) folded left to right by every warp
-// with lane c taking column c, each warp keeping the prefixes of its own entries. The tile's
-// aggregate of each column goes through shared memory (an atomic exchange, an atomic read:
-// a handoff racecheck can check; NOTES 191) to a look-back warp, which publishes it
-// and looks back along the one chain of tiles for all C columns at once (lane c for column c:
-// gk_columns_group_look_back, the wide path's grouped look-back, so the fences stay off the
-// data warps); the tile is finished DEPTH - 1 rounds after its scan, each element's value
-// within the tile held in shared memory between the two (an accumulator each, stored before the
-// block's barrier and completed after it, so that no thread keeps its tile in registers across
-// it: 64 registers, three blocks an SM at depth 2). Tiles are claimed and posted as in striped.
-// The narrow path (gk_columns_narrow) stages a tile and waits for its look-back; this path
-// never waits for one. sm_90 and newer (the host sends it nothing else), one scan per column (no
-// axes before), float32 (float64 ran behind the narrow path: 0.40 against 0.42).
-// Measured on an H200 (float32 along axis 0, per call, of a device copy; NOTES 191): (2^20, 16)
-// 0.39-0.40 (the narrow path 0.35 in the same run), (2^19, 32) 0.37 (0.28), (2^24, 16) 0.38
-// (0.34), (2^18, 16) 0.31 (0.26); the same data path with no look-back at all 0.42-0.49, one
-// row of the same bytes through striped 0.58-0.63: what holds it is each element's work in the
-// data path (its shuffles across lanes WPR apart, an 8-byte value held in shared memory), then
-// the look-back.
+// words: 1, 2, 4 or 8; its PER columns a word are a column group). A tile is BLOCK x RUN words,
+// TILE_ROWS = BLOCK x RUN / WPR whole rows. The data warps load it as striped does (word
+// w * BLOCK + t by thread t, a warp's access 512 consecutive bytes) into shared memory, where
+// each thread then reads a run of RUN rows of one column group and scans it in registers:
+// warp (v, q) takes column group q = warp % WPR, its lanes runs v x 32 .. v x 32 + 31 of it in
+// order. A warp scan across the lanes (PER values a lane) and a fold of the warp totals of the
+// group give each run its prefix within the tile; the tile's column aggregates go through
+// shared memory (an atomic exchange, an atomic read: a handoff racecheck can check) to a
+// look-back warp, which publishes them and looks back along the one chain of tiles for all C
+// columns at once (lane c for column c: gk_columns_group_look_back, the wide path's grouped
+// look-back, so the fences stay off the data warps). The tile is finished DEPTH - 1 rounds
+// after its scan: each thread scans its run again from its prefix (kept in shared memory with
+// the tile's words) and the tile's, writes the outputs over its words, and after a barrier the
+// block stores the tile as it loaded it. The words' slots are swizzled (gk_columns_slot) so
+// that both accesses are free of bank conflicts. The data warps never wait for a look-back.
+// sm_90 and newer (the host sends it nothing else), one scan per column (no axes before),
+// outputs as wide as the inputs (float32, float64).
+// Why runs: the first form of this path held the tile as loaded and scanned rows across lanes
+// WPR apart, three to five shuffles an element and an 8-byte value an element held in shared
+// memory: 0.39 of a copy for (2^20, 16) float32 on an H200, 0.49 with no look-back at all.
+// A run takes RUN x PER elements in registers and a warp scan of PER values (NOTES 194).
+// Measured on an H200 (per call, of a device copy; NOTES 194), against that first form and the
+// narrow path (gk_columns_narrow): (2^20, 16) float32 0.55 (0.39, 0.34), (2^19, 32) 0.54-0.58
+// (0.40, 0.30), (2^24, 16) 0.58 (0.37, 0.33), (2^22, 4) 0.51 (0.36, 0.36); float64 (2^20, 16)
+// 0.58 (narrow 0.41), (2^23, 2) 0.54 (0.44); the same data path with no look-back 0.60-0.77.
 // ---------------------------------------------------------------------------------------------
-template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int WORDS, int DEPTH,
+
+// Slot of word i of a tile in the path's shared memory, for runs of `run_words` = RUN x WPR
+// words (a multiple of 8): the word's place, its low three bits XORed with its run's number.
+// The 8 lanes of each quarter of a warp then meet 8 different 16-byte bank groups both where
+// they access 8 consecutive words (the loads and stores, all of one run) and where they access
+// the same word of 8 consecutive runs (the scans).
+__device__ __forceinline__ int gk_columns_slot(int i, int run_words) {
+    return i ^ ((i / run_words) & 7);
+}
+
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int RUN, int DEPTH,
           int LOOKERS>
-__global__ void __launch_bounds__(BLOCK + 32 * LOOKERS, 3)
+__global__ void __launch_bounds__(BLOCK + 32 * LOOKERS, 2)
 scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows,
                      i64 inner, u64* __restrict__ control, u64* __restrict__ flags,
                      char* __restrict__ values, i64 capacity) {
     constexpr int PER = (int)(16 / sizeof(In)), WARPS = BLOCK / 32;
-    constexpr int TILE = BLOCK * WORDS * PER;
+    constexpr int TILE_WORDS = BLOCK * RUN, TILE = TILE_WORDS * PER;
+    constexpr int SLOT_WORDS = TILE_WORDS + (BLOCK * PER * (int)sizeof(Acc) + 15) / 16;
     constexpr unsigned PREFIX_THREADS = BLOCK + 32;  // the data warps and one look-back warp
     constexpr unsigned BAR_AGGREGATE = GK_BAR_PREFIX + 4;  // + r % DEPTH: round r's aggregate
     static_assert(DEPTH >= 2 && DEPTH <= 4 && BAR_AGGREGATE + DEPTH <= 16, "named barriers");
     static_assert(DEPTH + LOOKERS <= GK_STRIPED_RING, "a posted tile outlives its readers");
-    static_assert(sizeof(Out) == sizeof(In) && BLOCK % 256 == 0, "words of outputs as loaded");
+    static_assert(sizeof(Out) == sizeof(In), "outputs written over the words as loaded");
+    static_assert(RUN % 8 == 0 && WARPS % 8 == 0, "runs of 8 words or more; WPR divides WARPS");
     static_assert(sizeof(Acc) <= 8, "an aggregate's bits in one word");
-    // DEPTH slots, each the value within the tile of each of its elements: thread t's element
-    // k of word w at (w * PER + k) * BLOCK + t, so that a warp's access is 256 bytes in a row
+    // DEPTH slots, each a tile's words (at gk_columns_slot) and then each thread's run
+    // prefixes (column k of its group at k * BLOCK + t)
     extern __shared__ uint4 gk_striped_slots[];
-    __shared__ Acc totals[WORDS][WARPS][32];  // each warp's column totals of each word position
+    __shared__ Acc totals[WARPS][PER];  // each warp's total of each column of its group
     __shared__ u64 aggregate_shared[DEPTH][32];  // round r's column aggregates (their bits)
     __shared__ Acc prefix_shared[DEPTH][32];  // and its tile's prefix of each column
     __shared__ u64 ring[GK_STRIPED_RING];
@@ -2164,8 +2177,10 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int C = (int)inner;  // 16 x WPR / sizeof(In): the host sends nothing else
-    const int WPR = C / PER, group = tid % WPR;  // group: columns group * PER .. + PER - 1
-    const i64 total = n * C;
+    const int WPR = C / PER, parts = WARPS / WPR, run_words = RUN * WPR;
+    const int group = warp % WPR, part = warp / WPR;  // this warp's column group, its part
+    const int run = part * 32 + lane;  // this thread's run of its group's rows in a tile
+    const i64 total = n * C, total_words = total / PER;
     const i64 tiles = (total + TILE - 1) / TILE;
     const bool aligned =
         reinterpret_cast<u64>(in) % 16 == 0 && reinterpret_cast<u64>(out) % 16 == 0;
@@ -2205,90 +2220,113 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
         const i64 prev =
             finished >= 0 ? gk_posted_tile(ring[finished % GK_STRIPED_RING]) : tiles;
         if (tile < tiles) {
-            Acc* const held = reinterpret_cast<Acc*>(gk_striped_slots) + (r % DEPTH) * TILE;
-            const i64 base = tile * TILE;
-            Acc x[WORDS][PER];
+            uint4* const slot = gk_striped_slots + (r % DEPTH) * SLOT_WORDS;
+            Acc* const run_prefix = reinterpret_cast<Acc*>(slot + TILE_WORDS);
+            const i64 first_word = tile * TILE_WORDS;
 #pragma unroll
-            for (int w = 0; w < WORDS; ++w) {
-                const i64 at = base + (i64)(w * BLOCK + tid) * PER;
+            for (int w = 0; w < RUN; ++w) {
+                const int i = w * BLOCK + tid;
+                const i64 at = first_word + i;
                 gk_scan_word<In> word;
                 word.bits = make_uint4(0, 0, 0, 0);
-                if (at < total) {  // rows are whole words: a word is all in or all out
+                if (at < total_words) {  // rows are whole words: a word is all in or all out
                     if (aligned) {
-                        word.bits = *reinterpret_cast<const uint4*>(in + at);
+                        word.bits = reinterpret_cast<const uint4*>(in)[at];
                     } else {
 #pragma unroll
-                        for (int k = 0; k < PER; ++k) word.elem[k] = in[at + k];
+                        for (int k = 0; k < PER; ++k) word.elem[k] = in[at * PER + k];
                     }
                 }
-#pragma unroll
-                for (int k = 0; k < PER; ++k) {
-                    x[w][k] = at < total ? to_acc<Acc>(word.elem[k]) : Op::template identity<Acc>();
-                }
-                // the rows of this word position across the warp, each column group apart
-                for (int d = WPR; d < 32; d *= 2) {
-#pragma unroll
-                    for (int k = 0; k < PER; ++k) {
-                        const Acc left = gk_shfl_up(x[w][k], d);
-                        if (lane >= d) x[w][k] = Op::combine(left, x[w][k]);
-                    }
-                }
-                if (lane >= 32 - WPR) {
-#pragma unroll
-                    for (int k = 0; k < PER; ++k) totals[w][warp][group * PER + k] = x[w][k];
-                }
-                // held until the prefixes are known: not in registers across the barrier
-#pragma unroll
-                for (int k = 0; k < PER; ++k) held[(w * PER + k) * BLOCK + tid] = x[w][k];
+                slot[gk_columns_slot(i, run_words)] = word.bits;
             }
             gk_bar_sync(GK_BAR_DATA, BLOCK);
-            // Column `lane`'s warp totals in the tile's order, folded: this warp's prefixes
-            Acc run = Op::template identity<Acc>();
-            Acc mine[WORDS];
+            // The run's totals, then the runs of the warp scanned (lane order is row order)
+            const i64 first_row = tile * (TILE_WORDS / WPR) + (i64)run * RUN;
+            Acc sum[PER];
 #pragma unroll
-            for (int w = 0; w < WORDS; ++w) {
+            for (int k = 0; k < PER; ++k) sum[k] = Op::template identity<Acc>();
 #pragma unroll
-                for (int v = 0; v < WARPS; ++v) {
-                    if (v == warp) mine[w] = run;
-                    if (lane < C) run = Op::combine(run, totals[w][v][lane]);
+            for (int j = 0; j < RUN; ++j) {
+                gk_scan_word<In> word;
+                word.bits = slot[gk_columns_slot((run * RUN + j) * WPR + group, run_words)];
+                if (first_row + j < n) {
+#pragma unroll
+                    for (int k = 0; k < PER; ++k) {
+                        sum[k] = Op::combine(sum[k], to_acc<Acc>(word.elem[k]));
+                    }
                 }
             }
+            Acc before[PER];  // the runs before this one in the warp, combined
 #pragma unroll
-            for (int w = 0; w < WORDS; ++w) {
+            for (int k = 0; k < PER; ++k) {
+                Acc s = sum[k];
 #pragma unroll
-                for (int k = 0; k < PER; ++k) {
-                    const Acc prefix = gk_shfl_from(mine[w], group * PER + k);
-                    Acc& value = held[(w * PER + k) * BLOCK + tid];
-                    value = Op::combine(prefix, value);
+                for (int d = 1; d < 32; d *= 2) {
+                    const Acc left = gk_shfl_up(s, d);
+                    if (lane >= d) s = Op::combine(left, s);
+                }
+                before[k] = gk_shfl_up(s, 1);
+                if (lane == 31) totals[warp][k] = s;
+            }
+            gk_bar_sync(GK_BAR_DATA, BLOCK);
+            // The group's warp totals folded in row order: this warp's prefix, the aggregate
+#pragma unroll
+            for (int k = 0; k < PER; ++k) {
+                Acc folded = Op::template identity<Acc>(), warp_prefix = folded;
+                for (int u = 0; u < parts; ++u) {
+                    if (u == part) warp_prefix = folded;
+                    folded = Op::combine(folded, totals[u * WPR + group][k]);
+                }
+                run_prefix[k * BLOCK + tid] =
+                    lane == 0 ? warp_prefix : Op::combine(warp_prefix, before[k]);
+                if (part == 0 && lane == 0) {
+                    atomicExch(&aggregate_shared[r % DEPTH][group * PER + k], gk_bits(folded));
                 }
             }
-            if (warp == 0) atomicExch(&aggregate_shared[r % DEPTH][lane], gk_bits(run));
             gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
         }
         if (prev < tiles) {
             const int s = finished % DEPTH;
-            const Acc* const held = reinterpret_cast<const Acc*>(gk_striped_slots) + s * TILE;
+            uint4* const slot = gk_striped_slots + s * SLOT_WORDS;
+            const Acc* const run_prefix = reinterpret_cast<const Acc*>(slot + TILE_WORDS);
             gk_bar_sync(GK_BAR_PREFIX + s, PREFIX_THREADS);
-            Acc tile_prefix[PER];
+            // The run scanned again from its prefix, its outputs over its words (which only
+            // this thread reads in this round)
+            Acc running[PER];
 #pragma unroll
-            for (int k = 0; k < PER; ++k) tile_prefix[k] = prefix_shared[s][group * PER + k];
-            const i64 base = prev * TILE;
+            for (int k = 0; k < PER; ++k) {
+                running[k] = run_prefix[k * BLOCK + tid];
+                if (prev != 0) {
+                    running[k] = Op::combine(prefix_shared[s][group * PER + k], running[k]);
+                }
+            }
 #pragma unroll
-            for (int w = 0; w < WORDS; ++w) {
-                const i64 at = base + (i64)(w * BLOCK + tid) * PER;
-                if (at >= total) continue;
+            for (int j = 0; j < RUN; ++j) {
+                uint4& held = slot[gk_columns_slot((run * RUN + j) * WPR + group, run_words)];
+                gk_scan_word<In> word;
+                word.bits = held;
                 gk_scan_word<Out> result;
 #pragma unroll
                 for (int k = 0; k < PER; ++k) {
-                    const Acc value = held[(w * PER + k) * BLOCK + tid];
-                    result.elem[k] =
-                        to_acc<Out>(prev == 0 ? value : Op::combine(tile_prefix[k], value));
+                    running[k] = Op::combine(running[k], to_acc<Acc>(word.elem[k]));
+                    result.elem[k] = to_acc<Out>(running[k]);
                 }
+                held = result.bits;
+            }
+            gk_bar_sync(GK_BAR_DATA, BLOCK);
+            const i64 first_word = prev * TILE_WORDS;
+#pragma unroll
+            for (int w = 0; w < RUN; ++w) {
+                const int i = w * BLOCK + tid;
+                const i64 at = first_word + i;
+                if (at >= total_words) continue;
+                gk_scan_word<Out> result;
+                result.bits = slot[gk_columns_slot(i, run_words)];
                 if (aligned) {
-                    *reinterpret_cast<uint4*>(out + at) = result.bits;
+                    reinterpret_cast<uint4*>(out)[at] = result.bits;
                 } else {
 #pragma unroll
-                    for (int k = 0; k < PER; ++k) out[at + k] = result.elem[k];
+                    for (int k = 0; k < PER; ++k) out[at * PER + k] = result.elem[k];
                 }
             }
         }

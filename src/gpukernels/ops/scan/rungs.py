@@ -428,54 +428,66 @@ def narrow_shared_bytes(dtype: numpy.dtype) -> int:
     return _narrow_shared(dtype, *narrow_geometry(dtype))[0]
 
 
-# The striped path (scan.cu, scan_columns_striped): striped's tiles, schedule and look-back
-# warps for one scan down each column of a narrow float32 array. Measured on an H200 against the
-# narrow path, per call (benchmarks/NOTES.md, item 191), from 2^18 elements (the smallest timed):
-# level at 4 columns, 10-20% ahead at 8 and 16, 30% at 32; depth 2 (three blocks an SM) ahead of
-# depth 3 (two); float64 behind.
+# The striped path (scan.cu, scan_columns_striped): striped's schedule and look-back warps for one
+# scan down each column of a narrow float32 or float64 array, each thread scanning a run of
+# COLUMNS_STRIPED_RUN rows of a column group in registers. Measured on an H200 against the narrow
+# path, per call (benchmarks/NOTES.md, item 194), from 2^18 elements (the smallest timed):
+# 40-60% ahead for float32 and 25-45% for float64; depth 2 (two blocks an SM) ahead of depth 3
+# (one), two look-back warps ahead of one, three or four.
+COLUMNS_STRIPED_RUN = 8  # 16-byte words of a tile a data thread loads, and rows of its run
 COLUMNS_STRIPED_DEPTH = 2  # a tile is finished this many rounds after its scan, less one
 COLUMNS_STRIPED_LOOKERS = 2  # look-back warps a block, taking the rounds in turn
 COLUMNS_STRIPED_THREADS = LOOK_BACK_BLOCK + 32 * COLUMNS_STRIPED_LOOKERS
 COLUMNS_STRIPED_CAPABILITY = 90  # measured there only
-COLUMNS_STRIPED_DTYPES = (F32,)
+COLUMNS_STRIPED_DTYPES = (F32, F64)
 COLUMNS_STRIPED_ROW_BYTES = (16, 32, 64, 128)  # a row is 1, 2, 4 or 8 words of 16 bytes
 #: Arrays of fewer elements take the narrow path.
 COLUMNS_STRIPED_MIN = 1 << 18
 
 
 def columns_striped(p: Problem) -> bool:
-    """Whether columns takes its striped path: a float32 array of at least COLUMNS_STRIPED_MIN
-    elements scanned along its first axis (one scan per column), whose rows are 16, 32, 64 or
-    128 bytes (4, 8, 16 or 32 columns), on compute capability COLUMNS_STRIPED_CAPABILITY or
-    newer (or when planning on the CPU)."""
+    """Whether columns takes its striped path: a float32 or float64 array of at least
+    COLUMNS_STRIPED_MIN elements scanned along its first axis (one scan per column), whose rows
+    are 16, 32, 64 or 128 bytes (4 to 32 float32 columns, 2 to 16 float64), on compute
+    capability COLUMNS_STRIPED_CAPABILITY or newer (or when planning on the CPU)."""
     return (p.dtype in COLUMNS_STRIPED_DTYPES and p.rows == p.inner
             and p.inner * p.dtype.itemsize in COLUMNS_STRIPED_ROW_BYTES
             and p.n * p.inner >= COLUMNS_STRIPED_MIN
             and (p.capability == 0 or p.capability >= COLUMNS_STRIPED_CAPABILITY))
 
 
+def columns_striped_tile(dtype: numpy.dtype) -> int:
+    """Elements of a tile of the striped path: LOOK_BACK_BLOCK threads x COLUMNS_STRIPED_RUN
+    words of 16 bytes (8192 float32, 4096 float64), whole rows of every width it takes."""
+    return LOOK_BACK_BLOCK * COLUMNS_STRIPED_RUN * (16 // dtype.itemsize)
+
+
 def columns_striped_shared_bytes(dtype: numpy.dtype) -> int:
-    """The striped path's COLUMNS_STRIPED_DEPTH slots (dynamic shared memory), each the value
-    within its tile of every element of a striped tile, as an accumulator."""
-    return COLUMNS_STRIPED_DEPTH * striped_tile(dtype) * accumulator(dtype)[0].itemsize
+    """The striped path's COLUMNS_STRIPED_DEPTH slots (dynamic shared memory), each a tile's
+    16-byte words and each thread's run prefixes (an accumulator for each column of its
+    group)."""
+    acc = accumulator(dtype)[0]
+    prefixes = LOOK_BACK_BLOCK * (16 // dtype.itemsize) * acc.itemsize
+    return COLUMNS_STRIPED_DEPTH * (LOOK_BACK_BLOCK * COLUMNS_STRIPED_RUN * 16
+                                   + ceil_div(prefixes, 16) * 16)
 
 
 def _columns_striped_instance(op: str, read: numpy.dtype) -> str:
     acc, out = accumulator(read)
     return (f"scan_columns_striped<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {LOOK_BACK_BLOCK}, "
-            f"{STRIPED_WORDS}, {COLUMNS_STRIPED_DEPTH}, {COLUMNS_STRIPED_LOOKERS}>")
+            f"{COLUMNS_STRIPED_RUN}, {COLUMNS_STRIPED_DEPTH}, {COLUMNS_STRIPED_LOOKERS}>")
 
 
 def plan_columns(p: Problem) -> Plan:
     """One launch. Narrow arrays (see :func:`is_narrow`): tiles of consecutive elements,
     :func:`narrow_tile_rows` whole rows of every column, one chain of tiles (a flag per tile)
-    with each column's values in a slice of the scratch; where :func:`columns_striped`, striped
-    tiles taken in turn by resident blocks, each column's values in its lane's slot of the
-    scratch (32 slots a tile).
+    with each column's values in a slice of the scratch; where :func:`columns_striped`, tiles of
+    :func:`columns_striped_tile` elements (whole rows) taken in turn by resident blocks, each
+    column's values in its lane's slot of the scratch (32 slots a tile).
     Others: a tile per (axes before, chunk of 32 columns, COLUMN_WARPS x COLUMN_ROWS rows),
     numbered column chunk fastest."""
     if columns_striped(p):
-        tiles = ceil_div(p.n * p.inner, striped_tile(p.dtype))
+        tiles = ceil_div(p.n * p.inner, columns_striped_tile(p.dtype))
         instance = _columns_striped_instance(p.op, p.dtype)
         shared = columns_striped_shared_bytes(p.dtype)
         grid = tiles if p.resident is None else min(
@@ -599,8 +611,9 @@ LADDER = Ladder("scan", (
          "scans along an axis before the last: a lane per column, a warp's load one row of 32 "
          "columns, a look-back per column (by groups of 32 tiles where chunks of 32 columns "
          "are few); narrow arrays (up to 32 columns) in tiles of whole rows, each thread a run "
-         "of one column, one look-back per tile for all its columns; on sm_90, float32 arrays "
-         "of 4, 8, 16 or 32 columns scanned along their first axis in striped's schedule",
+         "of one column, one look-back per tile for all its columns; on sm_90, float32 and "
+         "float64 arrays of rows of 16 to 128 bytes scanned along their first axis in "
+         "striped's schedule, each thread a run of 8 rows",
          SOURCE, "scan_columns",
          _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
          + _dtype_groups("scan_columns grouped",
