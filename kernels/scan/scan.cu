@@ -2139,6 +2139,8 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // narrow path (gk_columns_narrow): (2^20, 16) float32 0.55 (0.39, 0.34), (2^19, 32) 0.54-0.58
 // (0.40, 0.30), (2^24, 16) 0.58 (0.37, 0.33), (2^22, 4) 0.51 (0.36, 0.36); float64 (2^20, 16)
 // 0.58 (narrow 0.41), (2^23, 2) 0.54 (0.44); the same data path with no look-back 0.60-0.77.
+// Rows of 3, 5, 6 or 7 words (NOTES 195): (2^20, 24) float32 0.44 (narrow 0.23 in the run
+// before), float64 of 10 to 14 columns 0.43-0.53 (0.32-0.39).
 // ---------------------------------------------------------------------------------------------
 
 // Slot of word i of a tile in the path's shared memory, for runs of `run_words` = RUN x WPR
