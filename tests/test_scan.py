@@ -123,18 +123,19 @@ def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner
     assert 32 * warps * items >= rungs.LOOK_BACK_BLOCK * rungs.look_back_items(dtype)
 
 
-#: Columns' striped path: the row widths it takes (16 to 128 bytes), by dtype.
-STRIPED_COLUMNS = {"float32": (4, 8, 16, 32), "float64": (2, 4, 8, 16)}
+#: Columns' striped path: the row widths it takes (1 to 8 words of 16 bytes), by dtype.
+STRIPED_COLUMNS = {"float32": tuple(range(4, 33, 4)), "float64": tuple(range(2, 17, 2))}
 
 
 @pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
-@pytest.mark.parametrize("inner", [1, 2, 3, 4, 8, 12, 16, 17, 32])
+@pytest.mark.parametrize("inner", [1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 17, 20, 24, 28, 32, 36])
 @pytest.mark.parametrize("outer", [1, 3])
 @pytest.mark.parametrize("capability", [0, 80, 90])
 def test_columns_take_the_striped_path_only_where_it_runs(dtype, inner, outer, capability):
-    # one scan down each column of a float32 or float64 array whose rows are 1, 2, 4 or 8
-    # words, from COLUMNS_STRIPED_MIN elements, on sm_90 (or planning on the CPU); the tiles
-    # cover the array, and the scratch has 32 slots (a lane each) for every tile
+    # one scan down each column of a float32 or float64 array whose rows are 1 to 8 words,
+    # from COLUMNS_STRIPED_MIN elements, on sm_90 (or planning on the CPU), in blocks whose
+    # warps split evenly among the row's words; the tiles cover the array, and the scratch has
+    # 32 slots (a lane each) for every tile
     dtype = numpy.dtype(dtype)
     n = rungs.COLUMNS_STRIPED_MIN // inner + 5
     p = rungs.Problem("SumOp", dtype, n, outer * inner, inner, capability)
@@ -142,16 +143,20 @@ def test_columns_take_the_striped_path_only_where_it_runs(dtype, inner, outer, c
     takes = (dtype.name in STRIPED_COLUMNS and inner in STRIPED_COLUMNS[dtype.name]
              and outer == 1 and capability != 80)
     assert rungs.columns_striped(p) == takes
-    assert (step.launch.instance == rungs._columns_striped_instance("SumOp", dtype)) == takes
+    assert step.launch.instance.startswith("scan_columns_striped<") == takes
     small = rungs.Problem("SumOp", dtype, rungs.COLUMNS_STRIPED_MIN // inner - 1, inner, inner)
     assert not rungs.columns_striped(small)
     if takes:
-        tile = rungs.columns_striped_tile(dtype)
+        block = rungs.columns_striped_block(dtype, inner)
+        assert step.launch.instance == rungs._columns_striped_instance("SumOp", dtype, block)
+        assert block % (32 * (inner * dtype.itemsize // 16)) == 0 and block <= 256
+        tile = rungs.columns_striped_tile(dtype, inner)
+        assert tile == block * rungs.COLUMNS_STRIPED_RUN * 16 // dtype.itemsize
         tiles = -(-n * inner // tile)
         assert tile % inner == 0 and step.launch.grid == (tiles, 1, 1)
-        assert step.launch.block == (rungs.COLUMNS_STRIPED_THREADS, 1, 1)
+        assert step.launch.block == (block + 32 * rungs.COLUMNS_STRIPED_LOOKERS, 1, 1)
         # each slot: the tile's bytes, and 8 bytes for each column of each data thread's group
-        slot = tile * dtype.itemsize + rungs.LOOK_BACK_BLOCK * (16 // dtype.itemsize) * 8
+        slot = tile * dtype.itemsize + block * (16 // dtype.itemsize) * 8
         assert step.launch.shared_mem == rungs.COLUMNS_STRIPED_DEPTH * slot
         # with the kernel's static shared memory (under 10 KiB), two blocks fit an H100's SM
         assert 2 * (step.launch.shared_mem + 10 * 1024 + 1024) <= 228 * 1024
@@ -535,8 +540,6 @@ def test_columns_striped_path(operation, dtype, rng, monkeypatch):
         pytest.skip("the striped path runs on sm_90 and newer")
     monkeypatch.setattr(rungs, "COLUMNS_STRIPED_MIN", 0)
     dtype = numpy.dtype(dtype)
-    tile = rungs.columns_striped_tile(dtype)
-    instance = rungs._columns_striped_instance(rungs.OPERATORS[operation], dtype)
     result = reduction_result_dtype(operation, dtype, None)
     for blocks in (None, 3, 1):
         if blocks is not None:
@@ -544,7 +547,10 @@ def test_columns_striped_path(operation, dtype, rng, monkeypatch):
         PLANS.clear()
         try:
             for inner in STRIPED_COLUMNS[dtype.name]:
-                rows = tile // inner
+                block = rungs.columns_striped_block(dtype, inner)
+                instance = rungs._columns_striped_instance(rungs.OPERATORS[operation], dtype,
+                                                           block)
+                rows = rungs.columns_striped_tile(dtype, inner) // inner
                 for n in ((rows // 2 + 1, 3 * rows + 5) if blocks is None
                           else (41 * rows + rows // 3,)):
                     x = _data(operation, (n, inner), dtype, rng, n)

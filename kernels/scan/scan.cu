@@ -1676,8 +1676,8 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // idle.
 // Narrow arrays (inner up to 32: instances with NARROW) take another path, gk_columns_narrow
 // below: their rows are short, so a tile of consecutive whole rows is contiguous memory. On
-// sm_90, float32 and float64 arrays of rows of 16 to 128 bytes with one scan per column take a
-// kernel of their own, scan_columns_striped (at the end of this file).
+// sm_90, float32 and float64 arrays of rows of 1 to 8 words of 16 bytes with one scan per column
+// take a kernel of their own, scan_columns_striped (at the end of this file).
 // Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.52-0.54
 // (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.48 (0.123 ms) on the narrow path with
 // 16 x 24 tiles and one look-back per tile (0.30 with blocked's 8 x 16 and a look-back per
@@ -2113,24 +2113,24 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 
 // ---------------------------------------------------------------------------------------------
 // The columns rung's striped path: striped's schedule for one scan down each column of a narrow
-// array, (n, C) with a row of C elements 16, 32, 64 or 128 bytes long (WPR = C x sizeof(In) / 16
-// words: 1, 2, 4 or 8; its PER columns a word are a column group). A tile is BLOCK x RUN words,
-// TILE_ROWS = BLOCK x RUN / WPR whole rows. The data warps load it as striped does (word
-// w * BLOCK + t by thread t, a warp's access 512 consecutive bytes) into shared memory, where
-// each thread then reads a run of RUN rows of one column group and scans it in registers:
-// warp (v, q) takes column group q = warp % WPR, its lanes runs v x 32 .. v x 32 + 31 of it in
-// order. A warp scan across the lanes (PER values a lane) and a fold of the warp totals of the
-// group give each run its prefix within the tile; the tile's column aggregates go through
-// shared memory (an atomic exchange, an atomic read: a handoff racecheck can check) to a
-// look-back warp, which publishes them and looks back along the one chain of tiles for all C
-// columns at once (lane c for column c: gk_columns_group_look_back, the wide path's grouped
-// look-back, so the fences stay off the data warps). The tile is finished DEPTH - 1 rounds
-// after its scan: each thread scans its run again from its prefix (kept in shared memory with
-// the tile's words) and the tile's, writes the outputs over its words, and after a barrier the
-// block stores the tile as it loaded it. The words' slots are swizzled (gk_columns_slot) so
-// that both accesses are free of bank conflicts. The data warps never wait for a look-back.
-// sm_90 and newer (the host sends it nothing else), one scan per column (no axes before),
-// outputs as wide as the inputs (float32, float64).
+// array, (n, C) with a row of C elements 1 to 8 words of 16 bytes long (WPR = C x sizeof(In) / 16
+// words; its PER columns a word are a column group), in blocks of a multiple of WPR warps (the
+// host sends nothing else). A tile is BLOCK x RUN words, BLOCK x RUN / WPR whole rows. The data
+// warps load it as striped does (word w * BLOCK + t by thread t, a warp's access 512 consecutive
+// bytes) into shared memory, where each thread then reads a run of RUN rows of one column group
+// and scans it in registers: warp (v, q) takes column group q = warp % WPR, its lanes runs v x 32
+// .. v x 32 + 31 of it in order. A warp scan across the lanes (PER values a lane) and a fold of
+// the warp totals of the group give each run its prefix within the tile; the tile's column
+// aggregates go through shared memory (an atomic exchange, an atomic read: a handoff racecheck can
+// check) to a look-back warp, which publishes them and looks back along the one chain of tiles for
+// all C columns at once (lane c for column c: gk_columns_group_look_back, the wide path's grouped
+// look-back, so the fences stay off the data warps). The tile is finished DEPTH - 1 rounds after
+// its scan: each thread scans its run again from its prefix (kept in shared memory with the tile's
+// words) and the tile's, writes the outputs over its words, and after a barrier the block stores
+// the tile as it loaded it. The words' slots are swizzled (gk_columns_slot) so that both accesses
+// are free of bank conflicts. The data warps never wait for a look-back.
+// sm_90 and newer, one scan per column (no axes before), outputs as wide as the inputs
+// (float32, float64).
 // Why runs: the first form of this path held the tile as loaded and scanned rows across lanes
 // WPR apart, three to five shuffles an element and an 8-byte value an element held in shared
 // memory: 0.39 of a copy for (2^20, 16) float32 on an H200, 0.49 with no look-back at all.
@@ -2139,6 +2139,8 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // narrow path (gk_columns_narrow): (2^20, 16) float32 0.55 (0.39, 0.34), (2^19, 32) 0.54-0.58
 // (0.40, 0.30), (2^24, 16) 0.58 (0.37, 0.33), (2^22, 4) 0.51 (0.36, 0.36); float64 (2^20, 16)
 // 0.58 (narrow 0.41), (2^23, 2) 0.54 (0.44); the same data path with no look-back 0.60-0.77.
+// Rows of 3, 5, 6 or 7 words (NOTES 195): (2^20, 24) float32 0.44 (narrow 0.23 in the run
+// before), float64 of 10 to 14 columns 0.43-0.53 (0.32-0.39).
 // ---------------------------------------------------------------------------------------------
 
 // Slot of word i of a tile in the path's shared memory, for runs of `run_words` = RUN x WPR
@@ -2164,7 +2166,7 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
     static_assert(DEPTH >= 2 && DEPTH <= 4 && BAR_AGGREGATE + DEPTH <= 16, "named barriers");
     static_assert(DEPTH + LOOKERS <= GK_STRIPED_RING, "a posted tile outlives its readers");
     static_assert(sizeof(Out) == sizeof(In), "outputs written over the words as loaded");
-    static_assert(RUN % 8 == 0 && WARPS % 8 == 0, "runs of 8 words or more; WPR divides WARPS");
+    static_assert(RUN % 8 == 0, "runs of 8 words or more (gk_columns_slot)");
     static_assert(sizeof(Acc) <= 8, "an aggregate's bits in one word");
     // DEPTH slots, each a tile's words (at gk_columns_slot) and then each thread's run
     // prefixes (column k of its group at k * BLOCK + t)

@@ -437,10 +437,12 @@ def narrow_shared_bytes(dtype: numpy.dtype) -> int:
 COLUMNS_STRIPED_RUN = 8  # 16-byte words of a tile a data thread loads, and rows of its run
 COLUMNS_STRIPED_DEPTH = 2  # a tile is finished this many rounds after its scan, less one
 COLUMNS_STRIPED_LOOKERS = 2  # look-back warps a block, taking the rounds in turn
-COLUMNS_STRIPED_THREADS = LOOK_BACK_BLOCK + 32 * COLUMNS_STRIPED_LOOKERS
+#: Data warps a block, by 16-byte words a row: eight where those divide eight, else a multiple
+#: of them (each column group takes whole warps), in blocks that leave the registers two blocks
+#: an SM allow.
+COLUMNS_STRIPED_WARPS = {1: 8, 2: 8, 3: 6, 4: 8, 5: 5, 6: 6, 7: 7, 8: 8}
 COLUMNS_STRIPED_CAPABILITY = 90  # measured there only
 COLUMNS_STRIPED_DTYPES = (F32, F64)
-COLUMNS_STRIPED_ROW_BYTES = (16, 32, 64, 128)  # a row is 1, 2, 4 or 8 words of 16 bytes
 #: Arrays of fewer elements take the narrow path.
 COLUMNS_STRIPED_MIN = 1 << 18
 
@@ -448,33 +450,39 @@ COLUMNS_STRIPED_MIN = 1 << 18
 def columns_striped(p: Problem) -> bool:
     """Whether columns takes its striped path: a float32 or float64 array of at least
     COLUMNS_STRIPED_MIN elements scanned along its first axis (one scan per column), whose rows
-    are 16, 32, 64 or 128 bytes (4 to 32 float32 columns, 2 to 16 float64), on compute
-    capability COLUMNS_STRIPED_CAPABILITY or newer (or when planning on the CPU)."""
+    are 1 to 8 words of 16 bytes (4, 8, ... 32 float32 columns, 2, 4, ... 16 float64), on
+    compute capability COLUMNS_STRIPED_CAPABILITY or newer (or when planning on the CPU)."""
     return (p.dtype in COLUMNS_STRIPED_DTYPES and p.rows == p.inner
-            and p.inner * p.dtype.itemsize in COLUMNS_STRIPED_ROW_BYTES
+            and p.inner * p.dtype.itemsize % 16 == 0
+            and p.inner * p.dtype.itemsize // 16 in COLUMNS_STRIPED_WARPS
             and p.n * p.inner >= COLUMNS_STRIPED_MIN
             and (p.capability == 0 or p.capability >= COLUMNS_STRIPED_CAPABILITY))
 
 
-def columns_striped_tile(dtype: numpy.dtype) -> int:
-    """Elements of a tile of the striped path: LOOK_BACK_BLOCK threads x COLUMNS_STRIPED_RUN
-    words of 16 bytes (8192 float32, 4096 float64), whole rows of every width it takes."""
-    return LOOK_BACK_BLOCK * COLUMNS_STRIPED_RUN * (16 // dtype.itemsize)
+def columns_striped_block(dtype: numpy.dtype, inner: int) -> int:
+    """Data threads a block of the striped path, for rows of ``inner`` elements of ``dtype``."""
+    return 32 * COLUMNS_STRIPED_WARPS[inner * dtype.itemsize // 16]
 
 
-def columns_striped_shared_bytes(dtype: numpy.dtype) -> int:
+def columns_striped_tile(dtype: numpy.dtype, inner: int) -> int:
+    """Elements of a tile of the striped path: its data threads x COLUMNS_STRIPED_RUN words of
+    16 bytes (8192 float32 or 4096 float64 in blocks of 256 threads), whole rows."""
+    return columns_striped_block(dtype, inner) * COLUMNS_STRIPED_RUN * (16 // dtype.itemsize)
+
+
+def columns_striped_shared_bytes(dtype: numpy.dtype, inner: int) -> int:
     """The striped path's COLUMNS_STRIPED_DEPTH slots (dynamic shared memory), each a tile's
-    16-byte words and each thread's run prefixes (an accumulator for each column of its
+    16-byte words and each data thread's run prefixes (an accumulator for each column of its
     group)."""
-    acc = accumulator(dtype)[0]
-    prefixes = LOOK_BACK_BLOCK * (16 // dtype.itemsize) * acc.itemsize
-    return COLUMNS_STRIPED_DEPTH * (LOOK_BACK_BLOCK * COLUMNS_STRIPED_RUN * 16
+    block = columns_striped_block(dtype, inner)
+    prefixes = block * (16 // dtype.itemsize) * accumulator(dtype)[0].itemsize
+    return COLUMNS_STRIPED_DEPTH * (block * COLUMNS_STRIPED_RUN * 16
                                    + ceil_div(prefixes, 16) * 16)
 
 
-def _columns_striped_instance(op: str, read: numpy.dtype) -> str:
+def _columns_striped_instance(op: str, read: numpy.dtype, block: int) -> str:
     acc, out = accumulator(read)
-    return (f"scan_columns_striped<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {LOOK_BACK_BLOCK}, "
+    return (f"scan_columns_striped<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {block}, "
             f"{COLUMNS_STRIPED_RUN}, {COLUMNS_STRIPED_DEPTH}, {COLUMNS_STRIPED_LOOKERS}>")
 
 
@@ -487,14 +495,15 @@ def plan_columns(p: Problem) -> Plan:
     Others: a tile per (axes before, chunk of 32 columns, COLUMN_WARPS x COLUMN_ROWS rows),
     numbered column chunk fastest."""
     if columns_striped(p):
-        tiles = ceil_div(p.n * p.inner, columns_striped_tile(p.dtype))
-        instance = _columns_striped_instance(p.op, p.dtype)
-        shared = columns_striped_shared_bytes(p.dtype)
+        tiles = ceil_div(p.n * p.inner, columns_striped_tile(p.dtype, p.inner))
+        block = columns_striped_block(p.dtype, p.inner)
+        instance = _columns_striped_instance(p.op, p.dtype, block)
+        shared = columns_striped_shared_bytes(p.dtype, p.inner)
+        threads = block + 32 * COLUMNS_STRIPED_LOOKERS
         grid = tiles if p.resident is None else min(
-            tiles, p.resident(instance, COLUMNS_STRIPED_THREADS, shared))
+            tiles, p.resident(instance, threads, shared))
         capacity = capacity_for(tiles * 32)
-        return Plan([Step(Launch(SOURCE, instance, (grid, 1, 1),
-                                 (COLUMNS_STRIPED_THREADS, 1, 1), shared),
+        return Plan([Step(Launch(SOURCE, instance, (grid, 1, 1), (threads, 1, 1), shared),
                           _single_pass_args(p, capacity), capacity)])
     if is_narrow(p.inner):
         warps = narrow_geometry(p.dtype)[0]
@@ -560,12 +569,14 @@ ADD_CARRIES_GROUPS = _lazy_groups("scan_add_carries", lambda op: list(dict.fromk
     _add_carries_instance(op, acc, out) for _, acc, out in _hillis_steele_pairs())))
 
 #: The columns rung's striped path, a kernel of its own (scan_columns_striped), compiled on first
-#: use.
+#: use: a group per operator and block, so that a first call compiles two instances.
 COLUMNS_STRIPED_GROUPS = tuple(
-    SOURCE.add(f"scan_columns_striped {name} (lazy)",
-               [_columns_striped_instance(op, dtype) for dtype in COLUMNS_STRIPED_DTYPES],
+    SOURCE.add(f"scan_columns_striped {name} {32 * warps} threads (lazy)",
+               [_columns_striped_instance(op, dtype, 32 * warps)
+                for dtype in COLUMNS_STRIPED_DTYPES],
                eager=False)
-    for name, op in OPERATORS.items())
+    for name, op in OPERATORS.items()
+    for warps in sorted(set(COLUMNS_STRIPED_WARPS.values()), reverse=True))
 
 LADDER = Ladder("scan", (
     Rung("hillis_steele",
@@ -612,8 +623,8 @@ LADDER = Ladder("scan", (
          "columns, a look-back per column (by groups of 32 tiles where chunks of 32 columns "
          "are few); narrow arrays (up to 32 columns) in tiles of whole rows, each thread a run "
          "of one column, one look-back per tile for all its columns; on sm_90, float32 and "
-         "float64 arrays of rows of 16 to 128 bytes scanned along their first axis in "
-         "striped's schedule, each thread a run of 8 rows",
+         "float64 arrays of rows of 1 to 8 words of 16 bytes scanned along their first axis "
+         "in striped's schedule, each thread a run of 8 rows",
          SOURCE, "scan_columns",
          _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
          + _dtype_groups("scan_columns grouped",
