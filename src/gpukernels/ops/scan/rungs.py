@@ -431,8 +431,8 @@ def narrow_shared_bytes(dtype: numpy.dtype) -> int:
 # The striped path (scan.cu, scan_columns_striped): striped's schedule and look-back warps for one
 # scan down each column of a narrow float32 or float64 array, each thread scanning a run of
 # COLUMNS_STRIPED_RUN rows of a column group in registers. Measured on an H200 against the narrow
-# path, per call (benchmarks/NOTES.md, item 194), from 2^18 elements (the smallest timed):
-# 40-60% ahead for float32 and 25-45% for float64; depth 2 (two blocks an SM) ahead of depth 3
+# path, per call (benchmarks/NOTES.md, items 194-195), from 2^18 elements (the smallest timed):
+# 40-90% ahead for float32 and 20-45% for float64; depth 2 (two blocks an SM) ahead of depth 3
 # (one), two look-back warps ahead of one, three or four.
 COLUMNS_STRIPED_RUN = 8  # 16-byte words of a tile a data thread loads, and rows of its run
 COLUMNS_STRIPED_DEPTH = 2  # a tile is finished this many rounds after its scan, less one
