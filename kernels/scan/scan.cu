@@ -2118,17 +2118,18 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // host sends nothing else). A tile is BLOCK x RUN words, BLOCK x RUN / WPR whole rows. The data
 // warps load it as striped does (word w * BLOCK + t by thread t, a warp's access 512 consecutive
 // bytes) into shared memory, where each thread then reads a run of RUN rows of one column group
-// and scans it in registers: warp (v, q) takes column group q = warp % WPR, its lanes runs v x 32
-// .. v x 32 + 31 of it in order. A warp scan across the lanes (PER values a lane) and a fold of
-// the warp totals of the group give each run its prefix within the tile; the tile's column
-// aggregates go through shared memory (an atomic exchange, an atomic read: a handoff racecheck can
-// check) to a look-back warp, which publishes them and looks back along the one chain of tiles for
-// all C columns at once (lane c for column c: gk_columns_group_look_back, the wide path's grouped
-// look-back, so the fences stay off the data warps). The tile is finished DEPTH - 1 rounds after
-// its scan: each thread scans its run again from its prefix (kept in shared memory with the tile's
-// words) and the tile's, writes the outputs over its words, and after a barrier the block stores
-// the tile as it loaded it. The words' slots are swizzled (gk_columns_slot) so that both accesses
-// are free of bank conflicts. The data warps never wait for a look-back.
+// and scans it in registers: a warp takes column group `group` = warp % WPR, its lanes the runs
+// `part` x 32 .. `part` x 32 + 31 of that group in order (`part` = warp / WPR). A warp scan across
+// the lanes (PER values a lane) and a fold of the warp totals of the group give each run its
+// prefix within the tile; the tile's column aggregates go through shared memory (an atomic
+// exchange, an atomic read: a handoff racecheck can check) to a look-back warp, which publishes
+// them and looks back along the one chain of tiles for all C columns at once (lane c for column c:
+// gk_columns_group_look_back, the wide path's grouped look-back, so the fences stay off the data
+// warps). The tile is finished DEPTH - 1 rounds after its scan: each thread scans its run again
+// from its prefix (kept in shared memory with the tile's words) and the tile's, writes the outputs
+// over its words, and after a barrier the block stores the tile as it loaded it. The words' slots
+// are swizzled (gk_columns_slot) so that both accesses are free of bank conflicts. The data warps
+// never wait for a look-back.
 // sm_90 and newer, one scan per column (no axes before), outputs as wide as the inputs
 // (float32, float64).
 // Why runs: the first form of this path held the tile as loaded and scanned rows across lanes
@@ -2136,9 +2137,9 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // memory: 0.39 of a copy for (2^20, 16) float32 on an H200, 0.49 with no look-back at all.
 // A run takes RUN x PER elements in registers and a warp scan of PER values (NOTES 194).
 // Measured on an H200 (per call, of a device copy; NOTES 194), against that first form and the
-// narrow path (gk_columns_narrow): (2^20, 16) float32 0.55 (0.39, 0.34), (2^19, 32) 0.54-0.58
-// (0.40, 0.30), (2^24, 16) 0.58 (0.37, 0.33), (2^22, 4) 0.51 (0.36, 0.36); float64 (2^20, 16)
-// 0.58 (narrow 0.41), (2^23, 2) 0.54 (0.44); the same data path with no look-back 0.60-0.77.
+// narrow path (gk_columns_narrow): (2^20, 16) float32 0.55-0.57 (0.39, 0.34), (2^19, 32) 0.54-0.58
+// (0.40, 0.30), (2^24, 16) 0.58 (0.37, 0.33), (2^22, 4) 0.51 (0.36, 0.36); float64 (2^20, 16) 0.58
+// (narrow 0.41), (2^23, 2) 0.54 (0.44); the same data path with no look-back 0.51-0.77.
 // Rows of 3, 5, 6 or 7 words (NOTES 195): (2^20, 24) float32 0.44 (narrow 0.23 in the run
 // before), float64 of 10 to 14 columns 0.43-0.53 (0.32-0.39).
 // ---------------------------------------------------------------------------------------------
