@@ -2223,7 +2223,8 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
     const int parts = WARPS / groups, run_words = GROUPED ? RUN : RUN * WPR;
     const int group = warp % groups, part = warp / groups;
     const int run = part * 32 + lane;  // this thread's run of its group's rows in a tile
-    const i64 total = n * C, total_words = (total + PER - 1) / PER, full_words = total / PER;
+    const i64 total = n * C, full_words = total / PER;
+    const i64 total_words = GROUPED ? (total + PER - 1) / PER : full_words;
     const i64 tiles = (total + TILE - 1) / TILE;
     const bool aligned =
         reinterpret_cast<u64>(in) % 16 == 0 && reinterpret_cast<u64>(out) % 16 == 0;
@@ -2285,7 +2286,7 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
                     } else {
 #pragma unroll
                         for (int k = 0; k < PER; ++k) {
-                            if (at * PER + k < total) word.elem[k] = in[at * PER + k];
+                            if (!GROUPED || at * PER + k < total) word.elem[k] = in[at * PER + k];
                         }
                     }
                 }
@@ -2386,7 +2387,7 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
                 } else {
 #pragma unroll
                     for (int k = 0; k < PER; ++k) {
-                        if (at * PER + k < total) out[at * PER + k] = result.elem[k];
+                        if (!GROUPED || at * PER + k < total) out[at * PER + k] = result.elem[k];
                     }
                 }
             }
