@@ -666,8 +666,9 @@ LADDER = Ladder("scan", (
          "columns, a look-back per column (by groups of 32 tiles where chunks of 32 columns "
          "are few); narrow arrays (up to 32 columns) in tiles of whole rows, each thread a run "
          "of one column, one look-back per tile for all its columns; on sm_90, float32 and "
-         "float64 arrays of rows of 1 to 8 words of 16 bytes scanned along their first axis "
-         "in striped's schedule, each thread a run of 8 rows",
+         "float64 arrays of rows of 1 to 8 words of 16 bytes (or of 2 to 7 columns in groups "
+         "of rows that make whole words) scanned along their first axis in striped's "
+         "schedule, each thread a run of 8 rows (or of whole row groups)",
          SOURCE, "scan_columns",
          _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
          + _dtype_groups("scan_columns grouped",
