@@ -2254,7 +2254,8 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
         return;
     }
 
-    // Word j of this thread's run in a tile, and (GROUPED) the column of its element k
+    // Word j of this thread's run in a tile, and (GROUPED) the column of its element k (word
+    // rows have Rows::WPR = 0: the inner guard keeps the branch they never take defined)
     const auto run_word = [&](int j) {
         return GROUPED ? run * RUN + j : (run * RUN + j) * WPR + group;
     };

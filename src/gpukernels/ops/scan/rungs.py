@@ -486,13 +486,13 @@ def columns_striped(p: Problem) -> bool:
 
 def columns_striped_block(dtype: numpy.dtype, inner: int) -> int:
     """Data threads a block of the striped path, for rows of ``inner`` elements of ``dtype``."""
-    return _layout(dtype, inner)[1]
+    return _striped_layout(dtype, inner)[1]
 
 
 def columns_striped_tile(dtype: numpy.dtype, inner: int) -> int:
     """Elements of a tile of the striped path: its data threads x the words each loads (8192
     float32 or 4096 float64 in blocks of 256 threads for rows of whole words), whole rows."""
-    _, block, run = _layout(dtype, inner)
+    _, block, run = _striped_layout(dtype, inner)
     return block * run * (16 // dtype.itemsize)
 
 
@@ -500,12 +500,12 @@ def columns_striped_shared_bytes(dtype: numpy.dtype, inner: int) -> int:
     """The striped path's COLUMNS_STRIPED_DEPTH slots (dynamic shared memory), each a tile's
     16-byte words and each data thread's run prefixes (an accumulator for each column of its
     group: a word's columns, or a row's where rows are not whole words)."""
-    columns, block, run = _layout(dtype, inner)
+    columns, block, run = _striped_layout(dtype, inner)
     prefixes = block * (columns or 16 // dtype.itemsize) * accumulator(dtype)[0].itemsize
     return COLUMNS_STRIPED_DEPTH * (block * run * 16 + ceil_div(prefixes, 16) * 16)
 
 
-def _layout(dtype: numpy.dtype, inner: int) -> tuple[int, int, int]:
+def _striped_layout(dtype: numpy.dtype, inner: int) -> tuple[int, int, int]:
     layout = columns_striped_layout(dtype, inner)
     if layout is None:
         raise ValueError(f"the striped path takes no rows of {inner} {dtype.name} elements")
@@ -513,7 +513,7 @@ def _layout(dtype: numpy.dtype, inner: int) -> tuple[int, int, int]:
 
 
 def _columns_striped_instance(op: str, read: numpy.dtype, inner: int) -> str:
-    columns, block, run = _layout(read, inner)
+    columns, block, run = _striped_layout(read, inner)
     acc, out = accumulator(read)
     return (f"scan_columns_striped<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {block}, {run}, "
             f"{COLUMNS_STRIPED_DEPTH}, {COLUMNS_STRIPED_LOOKERS}, {columns}>")
