@@ -123,19 +123,25 @@ def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner
     assert 32 * warps * items >= rungs.LOOK_BACK_BLOCK * rungs.look_back_items(dtype)
 
 
-#: Columns' striped path: the row widths it takes (1 to 8 words of 16 bytes), by dtype.
-STRIPED_COLUMNS = {"float32": tuple(range(4, 33, 4)), "float64": tuple(range(2, 17, 2))}
+#: Columns' striped path: the row widths it takes, by dtype: 1 to 8 words of 16 bytes, and rows
+#: of up to 7 elements that make 1, 3, 5 or 7 words in groups of 2 or 4 rows.
+STRIPED_WORD_COLUMNS = {"float32": tuple(range(4, 33, 4)), "float64": tuple(range(2, 17, 2))}
+STRIPED_GROUPED_COLUMNS = {"float32": (2, 3, 5, 6, 7), "float64": (3, 5, 7)}
+STRIPED_COLUMNS = {name: tuple(sorted(STRIPED_WORD_COLUMNS[name] + STRIPED_GROUPED_COLUMNS[name]))
+                   for name in STRIPED_WORD_COLUMNS}
 
 
 @pytest.mark.parametrize("dtype", [d.name for d in rungs.IN_DTYPES])
-@pytest.mark.parametrize("inner", [1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 17, 20, 24, 28, 32, 36])
+@pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 17, 20, 24,
+                                   28, 32, 36])
 @pytest.mark.parametrize("outer", [1, 3])
 @pytest.mark.parametrize("capability", [0, 80, 90])
 def test_columns_take_the_striped_path_only_where_it_runs(dtype, inner, outer, capability):
-    # one scan down each column of a float32 or float64 array whose rows are 1 to 8 words,
-    # from COLUMNS_STRIPED_MIN elements, on sm_90 (or planning on the CPU), in blocks whose
-    # warps split evenly among the row's words; the tiles cover the array, and the scratch has
-    # 32 slots (a lane each) for every tile
+    # one scan down each column of a float32 or float64 array whose rows are 1 to 8 words, or
+    # 2 to 7 elements in groups of rows that make 1, 3, 5 or 7 words, from COLUMNS_STRIPED_MIN
+    # elements, on sm_90 (or planning on the CPU), in blocks whose warps split evenly among the
+    # row's words (a thread takes whole row groups where rows are not words); the tiles cover
+    # the array with whole rows, and the scratch has 32 slots (a lane each) for every tile
     dtype = numpy.dtype(dtype)
     n = rungs.COLUMNS_STRIPED_MIN // inner + 5
     p = rungs.Problem("SumOp", dtype, n, outer * inner, inner, capability)
@@ -148,15 +154,26 @@ def test_columns_take_the_striped_path_only_where_it_runs(dtype, inner, outer, c
     assert not rungs.columns_striped(small)
     if takes:
         block = rungs.columns_striped_block(dtype, inner)
-        assert step.launch.instance == rungs._columns_striped_instance("SumOp", dtype, block)
-        assert block % (32 * (inner * dtype.itemsize // 16)) == 0 and block <= 256
+        assert step.launch.instance == rungs._columns_striped_instance("SumOp", dtype, inner)
         tile = rungs.columns_striped_tile(dtype, inner)
-        assert tile == block * rungs.COLUMNS_STRIPED_RUN * 16 // dtype.itemsize
+        if inner * dtype.itemsize % 16 == 0:  # a column group (a word) takes whole warps
+            assert block % (32 * (inner * dtype.itemsize // 16)) == 0 and block <= 256
+            assert tile == block * rungs.COLUMNS_STRIPED_RUN * 16 // dtype.itemsize
+            group_columns = 16 // dtype.itemsize
+            assert step.launch.instance.endswith(", 0>")
+        else:  # a thread takes row groups of 2 or 4 rows, an odd number of words
+            group_rows = 2 if inner * dtype.itemsize % 8 == 0 else 4
+            words = inner * dtype.itemsize * group_rows // 16
+            run = rungs.COLUMNS_GROUPED_RUN[words]
+            assert block == 256 and run % words == 0 and run % 2 == 1
+            assert tile == block * run * 16 // dtype.itemsize and tile % (group_rows * inner) == 0
+            group_columns = inner
+            assert step.launch.instance.endswith(f", {inner}>")
         tiles = -(-n * inner // tile)
         assert tile % inner == 0 and step.launch.grid == (tiles, 1, 1)
         assert step.launch.block == (block + 32 * rungs.COLUMNS_STRIPED_LOOKERS, 1, 1)
         # each slot: the tile's bytes, and 8 bytes for each column of each data thread's group
-        slot = tile * dtype.itemsize + block * (16 // dtype.itemsize) * 8
+        slot = tile * dtype.itemsize + block * group_columns * 8
         assert step.launch.shared_mem == rungs.COLUMNS_STRIPED_DEPTH * slot
         # with the kernel's static shared memory (under 10 KiB), two blocks fit an H100's SM
         assert 2 * (step.launch.shared_mem + 10 * 1024 + 1024) <= 228 * 1024
@@ -547,9 +564,8 @@ def test_columns_striped_path(operation, dtype, rng, monkeypatch):
         PLANS.clear()
         try:
             for inner in STRIPED_COLUMNS[dtype.name]:
-                block = rungs.columns_striped_block(dtype, inner)
                 instance = rungs._columns_striped_instance(rungs.OPERATORS[operation], dtype,
-                                                           block)
+                                                           inner)
                 rows = rungs.columns_striped_tile(dtype, inner) // inner
                 for n in ((rows // 2 + 1, 3 * rows + 5) if blocks is None
                           else (41 * rows + rows // 3,)):

@@ -1676,8 +1676,9 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // idle.
 // Narrow arrays (inner up to 32: instances with NARROW) take another path, gk_columns_narrow
 // below: their rows are short, so a tile of consecutive whole rows is contiguous memory. On
-// sm_90, float32 and float64 arrays of rows of 1 to 8 words of 16 bytes with one scan per column
-// take a kernel of their own, scan_columns_striped (at the end of this file).
+// sm_90, float32 and float64 arrays of rows of 1 to 8 words of 16 bytes (or of 2 to 7 columns in
+// row groups of 1, 3, 5 or 7 words) with one scan per column take a kernel of their own,
+// scan_columns_striped (at the end of this file).
 // Measured on an H100 (float32 along axis 0, per call, of a device copy): (8192, 8192) 0.52-0.54
 // (look_back 0.10, cupy.cumsum 0.03); (2^20, 16) 0.48 (0.123 ms) on the narrow path with
 // 16 x 24 tiles and one look-back per tile (0.30 with blocked's 8 x 16 and a look-back per
@@ -2115,21 +2116,22 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // The columns rung's striped path: striped's schedule for one scan down each column of a narrow
 // array, (n, C) with a row of C elements 1 to 8 words of 16 bytes long (WPR = C x sizeof(In) / 16
 // words; its PER columns a word are a column group), in blocks of a multiple of WPR warps (the
-// host sends nothing else). A tile is BLOCK x RUN words, BLOCK x RUN / WPR whole rows. The data
-// warps load it as striped does (word w * BLOCK + t by thread t, a warp's access 512 consecutive
-// bytes) into shared memory, where each thread then reads a run of RUN rows of one column group
-// and scans it in registers: a warp takes column group `group` = warp % WPR, its lanes the runs
-// `part` x 32 .. `part` x 32 + 31 of that group in order (`part` = warp / WPR). A warp scan across
-// the lanes (PER values a lane) and a fold of the warp totals of the group give each run its
-// prefix within the tile; the tile's column aggregates go through shared memory (an atomic
-// exchange, an atomic read: a handoff racecheck can check) to a look-back warp, which publishes
-// them and looks back along the one chain of tiles for all C columns at once (lane c for column c:
-// gk_columns_group_look_back, the wide path's grouped look-back, so the fences stay off the data
-// warps). The tile is finished DEPTH - 1 rounds after its scan: each thread scans its run again
-// from its prefix (kept in shared memory with the tile's words) and the tile's, writes the outputs
-// over its words, and after a barrier the block stores the tile as it loaded it. The words' slots
-// are swizzled (gk_columns_slot) so that both accesses are free of bank conflicts. The data warps
-// never wait for a look-back.
+// host sends nothing else); rows that are not whole words, below. A tile is BLOCK x RUN words,
+// BLOCK x RUN / WPR whole rows. The data warps load it as striped does (word w * BLOCK + t by
+// thread t, a warp's access 512 consecutive bytes) into shared memory, where each thread then
+// reads a run of RUN rows of one column group and scans it in registers: a warp takes column
+// group `group` = warp % WPR, its lanes the runs `part` x 32 .. `part` x 32 + 31 of that group
+// in order (`part` = warp / WPR). A warp scan across the lanes (PER values a lane) and a fold of
+// the warp totals of the group give each run its prefix within the tile; the tile's column
+// aggregates go through shared memory (an atomic exchange, an atomic read: a handoff racecheck
+// can check) to a look-back warp, which publishes them and looks back along the one chain of
+// tiles for all C columns at once (lane c for column c: gk_columns_group_look_back, the wide
+// path's grouped look-back, so the fences stay off the data warps). The tile is finished DEPTH -
+// 1 rounds after its scan: each thread scans its run again from its prefix (kept in shared
+// memory with the tile's words) and the tile's, writes the outputs over its words, and after a
+// barrier the block stores the tile as it loaded it. The words' slots are swizzled
+// (gk_columns_slot; rows of whole words) so that both accesses are free of bank conflicts. The
+// data warps never wait for a look-back.
 // sm_90 and newer, one scan per column (no axes before), outputs as wide as the inputs
 // (float32, float64).
 // Why runs: the first form of this path held the tile as loaded and scanned rows across lanes
@@ -2142,48 +2144,87 @@ scan_columns(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // (narrow 0.41), (2^23, 2) 0.54 (0.44); the same data path with no look-back 0.51-0.77.
 // Rows of 3, 5, 6 or 7 words (NOTES 195): (2^20, 24) float32 0.44 (narrow 0.23 in the run
 // before), float64 of 10 to 14 columns 0.43-0.53 (0.32-0.39).
+// Rows that are not whole words (COLUMNS > 0, gk_columns_rows; NOTES 198): 2 to 7 columns whose
+// groups of 2 or 4 rows make 1, 3, 5 or 7 words, such as xyz coordinates (n, 3). A thread then
+// takes whole row groups, all their columns (a run of RUN words, an odd number, so unswizzled
+// slots are free of bank conflicts), every warp a part of the one group; the last word of the
+// array may be in part, loaded and stored element by element. Measured on an H200 against the
+// narrow path, where a row takes a power of two of lanes: float32 (2^24 / C, C) 0.48 (0.37) for
+// 2 columns, 0.50 (0.32) for 3, 0.40 (0.26) for 5, 0.46 (0.30) for 6, 0.43 (0.34) for 7; float64
+// 0.51 (0.36) for 3, 0.39 (0.32) for 5, 0.46 (0.41) for 7.
 // ---------------------------------------------------------------------------------------------
 
 // Slot of word i of a tile in the path's shared memory, for runs of `run_words` = RUN x WPR
 // words (a multiple of 8): the word's place, its low three bits XORed with its run's number.
 // The 8 lanes of each quarter of a warp then meet 8 different 16-byte bank groups both where
 // they access 8 consecutive words (the loads and stores, all of one run) and where they access
-// the same word of 8 consecutive runs (the scans).
+// the same word of 8 consecutive runs (the scans). Runs of an odd number of words (ODD: rows
+// that are not whole words, below) need no swizzle: 8 runs' words at the same place in each
+// lie in 8 different bank groups as they are.
+template <bool ODD>
 __device__ __forceinline__ int gk_columns_slot(int i, int run_words) {
-    return i ^ ((i / run_words) & 7);
+    return ODD ? i : i ^ ((i / run_words) & 7);
 }
 
+// The layout of scan_columns_striped's rows. COLUMNS = 0: rows of whole 16-byte words, C =
+// inner read at run time; a word's PER elements are PER columns of one row (a column group).
+// COLUMNS > 0: rows of COLUMNS elements that are not whole words; GROUP rows make WPR words (a
+// row group), and a word's element e of a group's word w is column (w x PER + e) % COLUMNS of
+// row (w x PER + e) / COLUMNS of the group.
+template <typename In, int COLUMNS>
+struct gk_columns_rows {
+    static constexpr int PER = (int)(16 / sizeof(In));
+    static constexpr int ROW_BYTES = COLUMNS * (int)sizeof(In);
+    static constexpr int GROUP = COLUMNS == 0 ? 1
+                                 : ROW_BYTES % 16 == 0 ? 1
+                                 : ROW_BYTES % 8 == 0 ? 2
+                                 : ROW_BYTES % 4 == 0 ? 4
+                                 : ROW_BYTES % 2 == 0 ? 8 : 16;
+    static constexpr int WPR = COLUMNS == 0 ? 0 : ROW_BYTES * GROUP / 16;  // 0: run time
+    static constexpr int VALUES = COLUMNS == 0 ? PER : COLUMNS;  // a thread's columns
+};
+
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int RUN, int DEPTH,
-          int LOOKERS>
+          int LOOKERS, int COLUMNS>
 __global__ void __launch_bounds__(BLOCK + 32 * LOOKERS, 2)
 scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows,
                      i64 inner, u64* __restrict__ control, u64* __restrict__ flags,
                      char* __restrict__ values, i64 capacity) {
-    constexpr int PER = (int)(16 / sizeof(In)), WARPS = BLOCK / 32;
+    typedef gk_columns_rows<In, COLUMNS> Rows;
+    constexpr int PER = Rows::PER, VALUES = Rows::VALUES, WARPS = BLOCK / 32;
+    constexpr bool GROUPED = COLUMNS > 0;  // rows that are not whole words
     constexpr int TILE_WORDS = BLOCK * RUN, TILE = TILE_WORDS * PER;
-    constexpr int SLOT_WORDS = TILE_WORDS + (BLOCK * PER * (int)sizeof(Acc) + 15) / 16;
+    constexpr int SLOT_WORDS = TILE_WORDS + (BLOCK * VALUES * (int)sizeof(Acc) + 15) / 16;
     constexpr unsigned PREFIX_THREADS = BLOCK + 32;  // the data warps and one look-back warp
     constexpr unsigned BAR_AGGREGATE = GK_BAR_PREFIX + 4;  // + r % DEPTH: round r's aggregate
     static_assert(DEPTH >= 2 && DEPTH <= 4 && BAR_AGGREGATE + DEPTH <= 16, "named barriers");
     static_assert(DEPTH + LOOKERS <= GK_STRIPED_RING, "a posted tile outlives its readers");
     static_assert(sizeof(Out) == sizeof(In), "outputs written over the words as loaded");
-    static_assert(RUN % 8 == 0, "runs of 8 words or more (gk_columns_slot)");
+    static_assert(GROUPED ? RUN % Rows::WPR == 0 && RUN % 2 == 1 : RUN % 8 == 0,
+                  "runs of whole row groups, an odd number of words (gk_columns_slot); or of 8 "
+                  "words or more");
+    static_assert(!GROUPED || (Rows::WPR <= 8 && COLUMNS <= 32), "a lane per column");
     static_assert(sizeof(Acc) <= 8, "an aggregate's bits in one word");
     // DEPTH slots, each a tile's words (at gk_columns_slot) and then each thread's run
     // prefixes (column k of its group at k * BLOCK + t)
     extern __shared__ uint4 gk_striped_slots[];
-    __shared__ Acc totals[WARPS][PER];  // each warp's total of each column of its group
+    __shared__ Acc totals[WARPS][VALUES];  // each warp's total of each column of its group
     __shared__ u64 aggregate_shared[DEPTH][32];  // round r's column aggregates (their bits)
     __shared__ Acc prefix_shared[DEPTH][32];  // and its tile's prefix of each column
     __shared__ u64 ring[GK_STRIPED_RING];
     __shared__ u64 epoch_shared;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int C = (int)inner;  // 16 x WPR / sizeof(In): the host sends nothing else
-    const int WPR = C / PER, parts = WARPS / WPR, run_words = RUN * WPR;
-    const int group = warp % WPR, part = warp / WPR;  // this warp's column group, its part
+    const int C = GROUPED ? COLUMNS : (int)inner;  // the host sends nothing else
+    // Words a row (group), column groups (warps % groups == 0: the host's block), and each
+    // data thread's part of a tile: its group, and its run of that group's rows. A row group
+    // of rows that are not whole words is all of a thread's: one group, every warp a part.
+    const int WPR = GROUPED ? Rows::WPR : C / PER, groups = GROUPED ? 1 : WPR;
+    const int parts = WARPS / groups, run_words = GROUPED ? RUN : RUN * WPR;
+    const int group = warp % groups, part = warp / groups;
     const int run = part * 32 + lane;  // this thread's run of its group's rows in a tile
-    const i64 total = n * C, total_words = total / PER;
+    const i64 total = n * C, full_words = total / PER;
+    const i64 total_words = GROUPED ? (total + PER - 1) / PER : full_words;
     const i64 tiles = (total + TILE - 1) / TILE;
     const bool aligned =
         reinterpret_cast<u64>(in) % 16 == 0 && reinterpret_cast<u64>(out) % 16 == 0;
@@ -2213,6 +2254,14 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
         return;
     }
 
+    // Word j of this thread's run in a tile, and (GROUPED) the column of its element k (word
+    // rows have Rows::WPR = 0: the inner guard keeps the branch they never take defined)
+    const auto run_word = [&](int j) {
+        return GROUPED ? run * RUN + j : (run * RUN + j) * WPR + group;
+    };
+    const auto column_of = [](int j, int k) {
+        return GROUPED ? ((j % (GROUPED ? Rows::WPR : 1)) * PER + k) % VALUES : k;
+    };
     bool ended = false;  // a round's tile was past the last: so is every later round's
     int last_finish = -1;  // the round that finishes the last tile scanned so far
     for (int r = 0;; ++r) {
@@ -2232,36 +2281,43 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
                 const i64 at = first_word + i;
                 gk_scan_word<In> word;
                 word.bits = make_uint4(0, 0, 0, 0);
-                if (at < total_words) {  // rows are whole words: a word is all in or all out
-                    if (aligned) {
+                if (at < total_words) {  // a word in part only where rows are not words
+                    if (aligned && (!GROUPED || at < full_words)) {
                         word.bits = reinterpret_cast<const uint4*>(in)[at];
                     } else {
 #pragma unroll
-                        for (int k = 0; k < PER; ++k) word.elem[k] = in[at * PER + k];
+                        for (int k = 0; k < PER; ++k) {
+                            if (!GROUPED || at * PER + k < total) word.elem[k] = in[at * PER + k];
+                        }
                     }
                 }
-                slot[gk_columns_slot(i, run_words)] = word.bits;
+                slot[gk_columns_slot<GROUPED>(i, run_words)] = word.bits;
             }
             gk_bar_sync(GK_BAR_DATA, BLOCK);
-            // The run's totals, then the runs of the warp scanned (lane order is row order)
+            // The run's totals, then the runs of the warp scanned (lane order is row order).
+            // Elements past the array's end (in its last tile) are left out: (GROUPED) those
+            // of the run from `live` on, or the rows from `first_row + j == n` on.
+            const i64 left = total - (first_word + run_word(0)) * PER;
+            const int live = (int)(left < 0 ? 0 : left < RUN * PER ? left : RUN * PER);
             const i64 first_row = tile * (TILE_WORDS / WPR) + (i64)run * RUN;
-            Acc sum[PER];
+            Acc sum[VALUES];
 #pragma unroll
-            for (int k = 0; k < PER; ++k) sum[k] = Op::template identity<Acc>();
+            for (int k = 0; k < VALUES; ++k) sum[k] = Op::template identity<Acc>();
 #pragma unroll
             for (int j = 0; j < RUN; ++j) {
                 gk_scan_word<In> word;
-                word.bits = slot[gk_columns_slot((run * RUN + j) * WPR + group, run_words)];
-                if (first_row + j < n) {
+                word.bits = slot[gk_columns_slot<GROUPED>(run_word(j), run_words)];
 #pragma unroll
-                    for (int k = 0; k < PER; ++k) {
-                        sum[k] = Op::combine(sum[k], to_acc<Acc>(word.elem[k]));
+                for (int k = 0; k < PER; ++k) {
+                    if (GROUPED ? j * PER + k < live : first_row + j < n) {
+                        const int c = column_of(j, k);
+                        sum[c] = Op::combine(sum[c], to_acc<Acc>(word.elem[k]));
                     }
                 }
             }
-            Acc before[PER];  // the runs before this one in the warp, combined
+            Acc before[VALUES];  // the runs before this one in the warp, combined
 #pragma unroll
-            for (int k = 0; k < PER; ++k) {
+            for (int k = 0; k < VALUES; ++k) {
                 Acc s = sum[k];
 #pragma unroll
                 for (int d = 1; d < 32; d *= 2) {
@@ -2274,16 +2330,17 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
             gk_bar_sync(GK_BAR_DATA, BLOCK);
             // The group's warp totals folded in row order: this warp's prefix, the aggregate
 #pragma unroll
-            for (int k = 0; k < PER; ++k) {
+            for (int k = 0; k < VALUES; ++k) {
                 Acc folded = Op::template identity<Acc>(), warp_prefix = folded;
                 for (int u = 0; u < parts; ++u) {
                     if (u == part) warp_prefix = folded;
-                    folded = Op::combine(folded, totals[u * WPR + group][k]);
+                    folded = Op::combine(folded, totals[u * groups + group][k]);
                 }
                 run_prefix[k * BLOCK + tid] =
                     lane == 0 ? warp_prefix : Op::combine(warp_prefix, before[k]);
                 if (part == 0 && lane == 0) {
-                    atomicExch(&aggregate_shared[r % DEPTH][group * PER + k], gk_bits(folded));
+                    atomicExch(&aggregate_shared[r % DEPTH][group * VALUES + k],
+                               gk_bits(folded));
                 }
             }
             gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
@@ -2295,24 +2352,25 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
             gk_bar_sync(GK_BAR_PREFIX + s, PREFIX_THREADS);
             // The run scanned again from its prefix, its outputs over its words (which only
             // this thread reads in this round)
-            Acc running[PER];
+            Acc running[VALUES];
 #pragma unroll
-            for (int k = 0; k < PER; ++k) {
+            for (int k = 0; k < VALUES; ++k) {
                 running[k] = run_prefix[k * BLOCK + tid];
                 if (prev != 0) {
-                    running[k] = Op::combine(prefix_shared[s][group * PER + k], running[k]);
+                    running[k] = Op::combine(prefix_shared[s][group * VALUES + k], running[k]);
                 }
             }
 #pragma unroll
             for (int j = 0; j < RUN; ++j) {
-                uint4& held = slot[gk_columns_slot((run * RUN + j) * WPR + group, run_words)];
+                uint4& held = slot[gk_columns_slot<GROUPED>(run_word(j), run_words)];
                 gk_scan_word<In> word;
                 word.bits = held;
                 gk_scan_word<Out> result;
 #pragma unroll
                 for (int k = 0; k < PER; ++k) {
-                    running[k] = Op::combine(running[k], to_acc<Acc>(word.elem[k]));
-                    result.elem[k] = to_acc<Out>(running[k]);
+                    const int c = column_of(j, k);
+                    running[c] = Op::combine(running[c], to_acc<Acc>(word.elem[k]));
+                    result.elem[k] = to_acc<Out>(running[c]);
                 }
                 held = result.bits;
             }
@@ -2324,12 +2382,14 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
                 const i64 at = first_word + i;
                 if (at >= total_words) continue;
                 gk_scan_word<Out> result;
-                result.bits = slot[gk_columns_slot(i, run_words)];
-                if (aligned) {
+                result.bits = slot[gk_columns_slot<GROUPED>(i, run_words)];
+                if (aligned && (!GROUPED || at < full_words)) {
                     reinterpret_cast<uint4*>(out)[at] = result.bits;
                 } else {
 #pragma unroll
-                    for (int k = 0; k < PER; ++k) out[at * PER + k] = result.elem[k];
+                    for (int k = 0; k < PER; ++k) {
+                        if (!GROUPED || at * PER + k < total) out[at * PER + k] = result.elem[k];
+                    }
                 }
             }
         }

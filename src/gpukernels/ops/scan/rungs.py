@@ -9,6 +9,7 @@ as a template argument.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -441,49 +442,81 @@ COLUMNS_STRIPED_LOOKERS = 2  # look-back warps a block, taking the rounds in tur
 #: of them (each column group takes whole warps), in blocks that leave the registers two blocks
 #: an SM allow.
 COLUMNS_STRIPED_WARPS = {1: 8, 2: 8, 3: 6, 4: 8, 5: 5, 6: 6, 7: 7, 8: 8}
+#: Rows that are not whole words (3 float32 columns, say): a row group of 2 or 4 rows makes whole
+#: words, and each data thread of 8 warps scans whole row groups, all their columns (at most
+#: COLUMNS_GROUPED_MAX); the words a thread loads and scans, by words a row group: whole groups,
+#: an odd number (scan.cu, gk_columns_slot). Measured on an H200 (NOTES 198): 9 ahead of 7 and
+#: 5 for one word, of 3 for three; 5 ahead of 15 for five.
+COLUMNS_GROUPED_RUN = {1: 9, 3: 9, 5: 5, 7: 7}
+COLUMNS_GROUPED_WARPS = 8
+COLUMNS_GROUPED_MAX = 7  # a thread's columns: accumulators it keeps in registers
 COLUMNS_STRIPED_CAPABILITY = 90  # measured there only
 COLUMNS_STRIPED_DTYPES = (F32, F64)
 #: Arrays of fewer elements take the narrow path.
 COLUMNS_STRIPED_MIN = 1 << 18
 
 
+def columns_striped_layout(dtype: numpy.dtype, inner: int) -> tuple[int, int, int] | None:
+    """How the striped path lays out rows of ``inner`` elements of ``dtype``, or None where it
+    takes no such rows: (the kernel's COLUMNS, data threads a block, 16-byte words a data
+    thread loads). COLUMNS is 0 for rows of whole words (1 to 8 of them), else ``inner``: rows
+    of 2 to COLUMNS_GROUPED_MAX elements that are not whole words, in row groups of 2 or 4
+    rows that make 1, 3, 5 or 7 words."""
+    row_bytes = inner * dtype.itemsize
+    if row_bytes % 16 == 0:
+        warps = COLUMNS_STRIPED_WARPS.get(row_bytes // 16)
+        return None if warps is None else (0, 32 * warps, COLUMNS_STRIPED_RUN)
+    group_words = row_bytes * (16 // math.gcd(row_bytes, 16)) // 16
+    if not 2 <= inner <= COLUMNS_GROUPED_MAX or group_words not in COLUMNS_GROUPED_RUN:
+        return None  # (one column is a scan along the last axis)
+    return inner, 32 * COLUMNS_GROUPED_WARPS, COLUMNS_GROUPED_RUN[group_words]
+
+
 def columns_striped(p: Problem) -> bool:
     """Whether columns takes its striped path: a float32 or float64 array of at least
     COLUMNS_STRIPED_MIN elements scanned along its first axis (one scan per column), whose rows
-    are 1 to 8 words of 16 bytes (4, 8, ... 32 float32 columns, 2, 4, ... 16 float64), on
-    compute capability COLUMNS_STRIPED_CAPABILITY or newer (or when planning on the CPU)."""
+    :func:`columns_striped_layout` takes (1 to 8 words of 16 bytes: 4, 8, ... 32 float32
+    columns, 2, 4, ... 16 float64; and 2, 3, 5, 6 or 7 float32 columns, 3, 5 or 7 float64),
+    on compute capability COLUMNS_STRIPED_CAPABILITY or newer (or when planning on the CPU)."""
     return (p.dtype in COLUMNS_STRIPED_DTYPES and p.rows == p.inner
-            and p.inner * p.dtype.itemsize % 16 == 0
-            and p.inner * p.dtype.itemsize // 16 in COLUMNS_STRIPED_WARPS
+            and columns_striped_layout(p.dtype, p.inner) is not None
             and p.n * p.inner >= COLUMNS_STRIPED_MIN
             and (p.capability == 0 or p.capability >= COLUMNS_STRIPED_CAPABILITY))
 
 
 def columns_striped_block(dtype: numpy.dtype, inner: int) -> int:
     """Data threads a block of the striped path, for rows of ``inner`` elements of ``dtype``."""
-    return 32 * COLUMNS_STRIPED_WARPS[inner * dtype.itemsize // 16]
+    return _striped_layout(dtype, inner)[1]
 
 
 def columns_striped_tile(dtype: numpy.dtype, inner: int) -> int:
-    """Elements of a tile of the striped path: its data threads x COLUMNS_STRIPED_RUN words of
-    16 bytes (8192 float32 or 4096 float64 in blocks of 256 threads), whole rows."""
-    return columns_striped_block(dtype, inner) * COLUMNS_STRIPED_RUN * (16 // dtype.itemsize)
+    """Elements of a tile of the striped path: its data threads x the words each loads (8192
+    float32 or 4096 float64 in blocks of 256 threads for rows of whole words), whole rows."""
+    _, block, run = _striped_layout(dtype, inner)
+    return block * run * (16 // dtype.itemsize)
 
 
 def columns_striped_shared_bytes(dtype: numpy.dtype, inner: int) -> int:
     """The striped path's COLUMNS_STRIPED_DEPTH slots (dynamic shared memory), each a tile's
     16-byte words and each data thread's run prefixes (an accumulator for each column of its
-    group)."""
-    block = columns_striped_block(dtype, inner)
-    prefixes = block * (16 // dtype.itemsize) * accumulator(dtype)[0].itemsize
-    return COLUMNS_STRIPED_DEPTH * (block * COLUMNS_STRIPED_RUN * 16
-                                   + ceil_div(prefixes, 16) * 16)
+    group: a word's columns, or a row's where rows are not whole words)."""
+    columns, block, run = _striped_layout(dtype, inner)
+    prefixes = block * (columns or 16 // dtype.itemsize) * accumulator(dtype)[0].itemsize
+    return COLUMNS_STRIPED_DEPTH * (block * run * 16 + ceil_div(prefixes, 16) * 16)
 
 
-def _columns_striped_instance(op: str, read: numpy.dtype, block: int) -> str:
+def _striped_layout(dtype: numpy.dtype, inner: int) -> tuple[int, int, int]:
+    layout = columns_striped_layout(dtype, inner)
+    if layout is None:
+        raise ValueError(f"the striped path takes no rows of {inner} {dtype.name} elements")
+    return layout
+
+
+def _columns_striped_instance(op: str, read: numpy.dtype, inner: int) -> str:
+    columns, block, run = _striped_layout(read, inner)
     acc, out = accumulator(read)
-    return (f"scan_columns_striped<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {block}, "
-            f"{COLUMNS_STRIPED_RUN}, {COLUMNS_STRIPED_DEPTH}, {COLUMNS_STRIPED_LOOKERS}>")
+    return (f"scan_columns_striped<{op}, {_c(read)}, {_c(acc)}, {_c(out)}, {block}, {run}, "
+            f"{COLUMNS_STRIPED_DEPTH}, {COLUMNS_STRIPED_LOOKERS}, {columns}>")
 
 
 def plan_columns(p: Problem) -> Plan:
@@ -497,7 +530,7 @@ def plan_columns(p: Problem) -> Plan:
     if columns_striped(p):
         tiles = ceil_div(p.n * p.inner, columns_striped_tile(p.dtype, p.inner))
         block = columns_striped_block(p.dtype, p.inner)
-        instance = _columns_striped_instance(p.op, p.dtype, block)
+        instance = _columns_striped_instance(p.op, p.dtype, p.inner)
         shared = columns_striped_shared_bytes(p.dtype, p.inner)
         threads = block + 32 * COLUMNS_STRIPED_LOOKERS
         grid = tiles if p.resident is None else min(
@@ -569,14 +602,24 @@ ADD_CARRIES_GROUPS = _lazy_groups("scan_add_carries", lambda op: list(dict.fromk
     _add_carries_instance(op, acc, out) for _, acc, out in _hillis_steele_pairs())))
 
 #: The columns rung's striped path, a kernel of its own (scan_columns_striped), compiled on first
-#: use: a group per operator and block, so that a first call compiles two instances.
+#: use: for rows of whole words a group per operator and block (one instance per dtype serves
+#: every row width of that block), for other rows a group per operator and row width; a first
+#: call compiles one or two instances.
 COLUMNS_STRIPED_GROUPS = tuple(
-    SOURCE.add(f"scan_columns_striped {name} {32 * warps} threads (lazy)",
-               [_columns_striped_instance(op, dtype, 32 * warps)
-                for dtype in COLUMNS_STRIPED_DTYPES],
+    SOURCE.add(f"scan_columns_striped {name} {label} (lazy)",
+               list(dict.fromkeys(_columns_striped_instance(op, dtype, inner)
+                                  for dtype, inner in rows)),
                eager=False)
     for name, op in OPERATORS.items()
-    for warps in sorted(set(COLUMNS_STRIPED_WARPS.values()), reverse=True))
+    for label, rows in (
+        *((f"{32 * warps} threads",
+           [(dtype, 16 * words // dtype.itemsize) for dtype in COLUMNS_STRIPED_DTYPES
+            for words, w in COLUMNS_STRIPED_WARPS.items() if w == warps])
+          for warps in sorted(set(COLUMNS_STRIPED_WARPS.values()), reverse=True)),
+        *((f"{inner} columns",
+           [(dtype, inner) for dtype in COLUMNS_STRIPED_DTYPES
+            if columns_striped_layout(dtype, inner) is not None])
+          for inner in range(2, COLUMNS_GROUPED_MAX + 1) if inner * 4 % 16)))
 
 LADDER = Ladder("scan", (
     Rung("hillis_steele",
@@ -623,8 +666,9 @@ LADDER = Ladder("scan", (
          "columns, a look-back per column (by groups of 32 tiles where chunks of 32 columns "
          "are few); narrow arrays (up to 32 columns) in tiles of whole rows, each thread a run "
          "of one column, one look-back per tile for all its columns; on sm_90, float32 and "
-         "float64 arrays of rows of 1 to 8 words of 16 bytes scanned along their first axis "
-         "in striped's schedule, each thread a run of 8 rows",
+         "float64 arrays of rows of 1 to 8 words of 16 bytes (or of 2 to 7 columns in groups "
+         "of rows that make whole words) scanned along their first axis in striped's "
+         "schedule, each thread a run of 8 rows (or of whole row groups)",
          SOURCE, "scan_columns",
          _dtype_groups("scan_columns", functools.partial(_columns_instance, narrow=False), 12)
          + _dtype_groups("scan_columns grouped",
