@@ -124,7 +124,7 @@ def test_narrow_columns_tiles_cover_the_array_and_fit_shared_memory(dtype, inner
 
 
 #: Columns' striped path: the row widths it takes, by dtype: 1 to 8 words of 16 bytes, and rows
-#: of up to 7 elements that make 1, 3, 5 or 7 words in groups of 2 or 4 rows.
+#: of 2 to 7 elements that make 1, 3, 5 or 7 words in groups of 2 or 4 rows.
 STRIPED_WORD_COLUMNS = {"float32": tuple(range(4, 33, 4)), "float64": tuple(range(2, 17, 2))}
 STRIPED_GROUPED_COLUMNS = {"float32": (2, 3, 5, 6, 7), "float64": (3, 5, 7)}
 STRIPED_COLUMNS = {name: tuple(sorted(STRIPED_WORD_COLUMNS[name] + STRIPED_GROUPED_COLUMNS[name]))

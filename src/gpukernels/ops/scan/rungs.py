@@ -601,25 +601,30 @@ def _dtype_groups(kernel: str, instance: Callable[[str, numpy.dtype], str], chun
 ADD_CARRIES_GROUPS = _lazy_groups("scan_add_carries", lambda op: list(dict.fromkeys(
     _add_carries_instance(op, acc, out) for _, acc, out in _hillis_steele_pairs())))
 
+def _columns_striped_rows() -> dict[str, list[tuple[numpy.dtype, int]]]:
+    """Every (dtype, row width) the striped path takes (rows of up to 32 columns), by the lazy
+    group its instance belongs to: rows of whole words by block (one instance per dtype serves
+    every width of that block), other rows by width."""
+    groups: dict[str, list[tuple[numpy.dtype, int]]] = {}
+    for dtype in COLUMNS_STRIPED_DTYPES:
+        for inner in range(2, 33):
+            layout = columns_striped_layout(dtype, inner)
+            if layout is not None:
+                columns, block, _ = layout
+                label = f"{inner} columns" if columns else f"{block} threads"
+                groups.setdefault(label, []).append((dtype, inner))
+    return groups
+
+
 #: The columns rung's striped path, a kernel of its own (scan_columns_striped), compiled on first
-#: use: for rows of whole words a group per operator and block (one instance per dtype serves
-#: every row width of that block), for other rows a group per operator and row width; a first
-#: call compiles one or two instances.
+#: use, a group per operator and :func:`_columns_striped_rows` group: a first call compiles one
+#: or two instances.
 COLUMNS_STRIPED_GROUPS = tuple(
     SOURCE.add(f"scan_columns_striped {name} {label} (lazy)",
                list(dict.fromkeys(_columns_striped_instance(op, dtype, inner)
                                   for dtype, inner in rows)),
                eager=False)
-    for name, op in OPERATORS.items()
-    for label, rows in (
-        *((f"{32 * warps} threads",
-           [(dtype, 16 * words // dtype.itemsize) for dtype in COLUMNS_STRIPED_DTYPES
-            for words, w in COLUMNS_STRIPED_WARPS.items() if w == warps])
-          for warps in sorted(set(COLUMNS_STRIPED_WARPS.values()), reverse=True)),
-        *((f"{inner} columns",
-           [(dtype, inner) for dtype in COLUMNS_STRIPED_DTYPES
-            if columns_striped_layout(dtype, inner) is not None])
-          for inner in range(2, COLUMNS_GROUPED_MAX + 1) if inner * 4 % 16)))
+    for name, op in OPERATORS.items() for label, rows in _columns_striped_rows().items())
 
 LADDER = Ladder("scan", (
     Rung("hillis_steele",
