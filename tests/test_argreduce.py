@@ -46,15 +46,30 @@ def test_accumulators_match_the_kernels_layout_and_write_the_index():
             numpy.int64
 
 
-@pytest.mark.parametrize(("op", "dtype", "n", "strided"), [
-    ("ArgMaxOp", numpy.float32, 2**25, True), ("ArgMinOp", numpy.float16, 2**28, True),
-    ("ArgMaxOp", numpy.float32, 2**25 - 1, False), ("ArgMinOp", numpy.int32, 2**28, False),
-    ("MomentsOp", numpy.int32, 2**25, True), ("MomentsOp", numpy.float32, 2**24, False),
-    ("SumOp", numpy.float32, 2**28, False), ("MeanOp", numpy.float32, 2**28, False)])
-def test_one_pass_reads_large_float_searches_and_moments_in_one_wave(op, dtype, n, strided):
-    # one_pass's plan reads var's moments and float argmin/argmax of 2^25 elements or more in
-    # shuffle's grid-stride wave of 256-thread blocks (one launch, the last block folding the
-    # partials), the rest in segments; auto takes it for all of them.
+# One wave of one_pass's 1024-thread blocks on 132 SMs, as planned on the CPU (two blocks an
+# SM) and as on a GPU where its instance fits one block an SM; the segments of float32 (four
+# elements a thread each step) take a second wave from 2 * ONE_PASS_MIN_STEPS steps a block.
+_STEP = 1024 * 4
+_SECOND_WAVE = {None: 2 * 8 * 264 * _STEP, 1: 2 * 8 * 132 * _STEP}
+
+
+@pytest.mark.parametrize(("op", "dtype", "n", "resident", "strided"), [
+    ("ArgMaxOp", numpy.float32, 2**25, None, True), ("ArgMinOp", numpy.float16, 2**28, None, True),
+    ("ArgMaxOp", numpy.float32, _SECOND_WAVE[None], None, True),
+    ("ArgMaxOp", numpy.float32, _SECOND_WAVE[None] - _STEP, None, False),
+    ("ArgMaxOp", numpy.float32, _SECOND_WAVE[1], 1, True),
+    ("ArgMaxOp", numpy.float32, _SECOND_WAVE[1] - _STEP, 1, False),
+    ("ArgMinOp", numpy.int32, 2**28, None, False),
+    ("MomentsOp", numpy.int32, 2**25, None, True), ("MomentsOp", numpy.float32, 2**24, None, False),
+    ("MomentsOp", numpy.float32, 2**24, 1, True),
+    ("SumOp", numpy.float32, 2**28, None, False), ("MeanOp", numpy.float32, 2**28, None, False),
+    ("SumOp", numpy.float32, 2**28, 1, False)])
+def test_one_pass_reads_float_searches_and_moments_past_one_wave_in_the_grid_stride_wave(
+        op, dtype, n, resident, strided):
+    # one_pass's plan reads var's moments and float argmin/argmax in shuffle's grid-stride wave
+    # of 256-thread blocks (one launch, the last block folding the partials) where its
+    # segments would take more than one wave of blocks, the rest in segments; auto takes it
+    # for all of them.
     from gpukernels.ops.reduce import dtypes as reduce_dtypes
     from gpukernels.ops.reduce import rungs, scratch_sizes
     from gpukernels.ops.reduce.program import Program
@@ -66,12 +81,16 @@ def test_one_pass_reads_large_float_searches_and_moments_in_one_wave(op, dtype, 
     read, acc = reduce_dtypes.accumulator(op, dtype, result, True)
     written = reduce_dtypes.writes(op, read, acc, result, full=True)
     program = Program(read, scratch_sizes(132))
-    rungs.plan_one_pass(program, rungs.Problem(op, n, 1, read, acc, written, (), 132))
+    rungs.plan_one_pass(program, rungs.Problem(
+        op, n, 1, read, acc, written, (), 132,
+        resident=None if resident is None else (lambda instance, threads: resident)))
     (launch,) = [step for step in program.steps if step[0] == "launch"]
     assert launch[1].instance.endswith(", 256, true>") == strided, launch[1].instance
     if strided:
         assert launch[1].block == (rungs.BLOCK, 1, 1) and launch[2][4] == 0
         assert launch[1].grid[0] <= rungs.blocks_per_wave(rungs.BLOCK, 132)
+    else:
+        assert launch[2][4] > 0  # a segment per block
     assert launch[1].instance in rungs.LADDER["one_pass"].instances
 
 
@@ -208,10 +227,11 @@ def test_the_same_input_gives_the_same_index(operation, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
 @pytest.mark.parametrize("operation", ["argmin", "argmax"])
-def test_searches_in_one_pass_wave_from_2_25_elements(operation, dtype, rng):
-    # From 2^25 float elements one_pass reads in shuffle's grid-stride wave, one launch: the
-    # first index of the extreme among ties far apart, the first NaN, both methods.
-    n = 2**25 + 3
+@pytest.mark.parametrize("n", [2**24 + 3, 2**25 + 3])
+def test_searches_of_many_elements_in_one_pass(operation, dtype, n, rng):
+    # Past one wave of its segments one_pass reads float elements in shuffle's grid-stride
+    # wave, one launch (float32 from about 2^23 elements on 132 SMs, float16 from about 2^24):
+    # the first index of the extreme among ties far apart, the first NaN, both methods.
     x = _tied((n,), dtype, rng)
     extreme = x.max() + 1 if operation == "argmax" else x.min() - 1
     x[[n - 5, 7, n // 2]] = extreme  # ties: index 7 is the answer

@@ -576,12 +576,12 @@ def test_a_one_launch_program_decides_once_whether_to_launch_first(below):
 
 @pytest.mark.parametrize(("op", "threads"), [("SumOp", 1024), ("MomentsOp", 1024),
                                               ("MeanOp", 256), ("ArgMaxOp", 1024)])
-@pytest.mark.parametrize("resident", [None, 5])
+@pytest.mark.parametrize("resident", [None, 5, 1])
 def test_one_pass_runs_whole_waves_of_its_blocks(op, threads, resident):
     # one_pass's blocks per operator (256 threads for the mean's wide accumulator), grids of up
     # to ONE_PASS_WAVES waves of the blocks an SM runs, segments that cover n, and never more
-    # partials than the scratch holds; var's moments and float argmax from 2^25 elements in
-    # one grid-stride wave instead.
+    # partials than the scratch holds; var's moments and float argmax in one grid-stride wave
+    # instead where their segments would take more than one wave.
     from gpukernels.ops.reduce import scratch_sizes
     from gpukernels.ops.reduce.program import PARTIALS
 
@@ -590,14 +590,17 @@ def test_one_pass_runs_whole_waves_of_its_blocks(op, threads, resident):
     read, acc = reduce_dtypes.accumulator(op, F32, result, True)
     written = reduce_dtypes.writes(op, read, acc, result, full=True)
     per_sm = min(resident or 8, 2048 // threads)
-    for n in (1, 1000, 10**6, 2**26 + 3, 2**31):
+    wave = per_sm * 132
+    for n in (1, 1000, 10**6, 2**24, 2**26 + 3, 2**31):
         program = Program(F32, scratch_sizes(132))
         reduce_rungs.plan_one_pass(program, reduce_rungs.Problem(
             op, n, 1, read, acc, written, (), 132,
             resident=None if resident is None else (lambda instance, block: resident)))
         (launch,) = [step for step in program.steps if step[0] == "launch"]
         blocks, segment = launch[1].grid[0], launch[2][4]
-        if reduce_rungs.strided_kind(op, read) and n >= reduce_rungs.SHUFFLE_FROM:
+        steps = -(-n // (threads * 4))  # four float32 a thread a step
+        if reduce_rungs.strided_kind(op, read) and \
+                steps // (reduce_rungs.ONE_PASS_MIN_STEPS * wave) >= 2:
             # shuffle's one grid-stride wave of BLOCK-thread blocks, no segments
             assert launch[1].instance.endswith(f", {reduce_rungs.BLOCK}, true>")
             assert segment == 0 and blocks == min(resident or 8, 8) * 132
@@ -605,7 +608,6 @@ def test_one_pass_runs_whole_waves_of_its_blocks(op, threads, resident):
         assert launch[1].block == (threads, 1, 1) and f", {threads}>" in launch[1].instance
         assert PARTIALS in launch[2] and blocks <= scratch_sizes(132)[0]
         assert (blocks - 1) * segment < n <= blocks * segment
-        wave = per_sm * 132
         assert blocks <= reduce_rungs.ONE_PASS_WAVES * wave
         if n == 2**31:  # the most waves, of the blocks an SM runs
             assert blocks > (reduce_rungs.ONE_PASS_WAVES - 1) * wave, blocks

@@ -417,11 +417,12 @@ def test_the_same_input_gives_the_same_bits(operation, rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
-def test_moments_past_2_25_elements(dtype, rng):
-    # From 2^25 elements one_pass reads var's moments in shuffle's grid-stride wave and folds
-    # them in the same launch: against NumPy past the switch, with a mean large against the
+@pytest.mark.parametrize("n", [2**24 + 3, 2**25 + 3])
+def test_moments_of_many_elements(dtype, n, rng):
+    # Past one wave of its segments (from about 2^23 four-byte elements on 132 SMs, 2^24
+    # float16) one_pass reads var's moments in shuffle's grid-stride wave and folds them in the
+    # same launch: against NumPy on either side of the switch, with a mean large against the
     # spread, and bitwise repeatable.
-    n = 2**25 + 3
     x = check.inputs((n,), dtype, rng)[0][0]
     if dtype == "float32":
         x = (x + numpy.float32(1e4)).astype(numpy.float32)

@@ -42,13 +42,6 @@ ONE_PASS_WIDE_BLOCK = 256
 # so that SMs that run ahead take more blocks; small inputs keep one wave of longer segments.
 ONE_PASS_WAVES = 32
 ONE_PASS_MIN_STEPS = 8
-# var's moments and float argmin/argmax from 2^25 elements on: shuffle's grid-stride wave of
-# 256-thread blocks kept them at the memory's speed where one_pass's segments did not (2^28
-# float32 on an H100, per call, against CUB's sum: var shuffle 0.85, one_pass 0.67, with 1024-
-# or 256-thread blocks alike; argmax 0.97 and 0.74, torch.argmax 0.97; on int32 argmax both
-# match torch). one_pass reads them as shuffle does there, in one launch (strided_kind:
-# 2^26 float32 argmax 0.95 -> 1.00 of cupy.sum per call, torch 0.96-0.97; NOTES 148, 151).
-SHUFFLE_FROM = 2**25
 
 
 def blocks_per_wave(threads: int, multiprocessors: int) -> int:
@@ -159,32 +152,38 @@ def one_pass_segments(n: int, step: int, one_wave: int) -> tuple[int, int]:
     return ceil_div(steps, segment_steps), segment_steps * step
 
 
+# var's moments and float argmin/argmax where one_pass's segments would take more than one
+# wave of blocks: shuffle's grid-stride wave of 256-thread blocks kept them at the memory's
+# speed where segments in waves did not (2^28 float32 on an H100, per call, against CUB's sum:
+# var shuffle 0.85, one_pass 0.67, with 1024- or 256-thread blocks alike; argmax 0.97 and 0.74,
+# torch.argmax 0.97; on int32 argmax both match torch). one_pass reads them as shuffle does
+# there, in one launch (2^26 float32 argmax 0.95 -> 1.00 of cupy.sum per call, torch
+# 0.96-0.97; NOTES 148, 151). One wave of segments (a block an SM, each over one long
+# segment) is the faster below that: on an H200, per call of cupy.sum, var of 2^23 float32
+# 0.90 in segments against 0.83 in the wave, and of 2^24, three waves of segments, 0.74
+# against 0.91 (NOTES 201).
 def strided_kind(op: str, read: numpy.dtype) -> bool:
-    """Whether one_pass reads ``op`` over ``read`` items in shuffle's grid-stride wave from
-    SHUFFLE_FROM elements: var's moments and float argmin/argmax, whose segments ran below
-    shuffle's wave there (NOTES, items 148 and 151)."""
+    """Whether one_pass reads ``op`` over ``read`` items in shuffle's grid-stride wave where its
+    segments would take more than one wave of blocks: var's moments and float argmin/argmax,
+    whose segments in waves ran below shuffle's wave (NOTES, items 148, 151 and 201)."""
     return op == "MomentsOp" or (op in dtypes.ARG_OPERATORS and read.kind == "f")
 
 
 def plan_one_pass(program: Program, p: Problem) -> int:
     """Blocks of :func:`one_pass_block` threads over contiguous segments, in whole waves of
-    the blocks an SM runs (:func:`wave_blocks`), or for :func:`strided_kind` inputs of
-    SHUFFLE_FROM elements or more, shuffle's one grid-stride wave of BLOCK-thread blocks; the
+    the blocks an SM runs (:func:`wave_blocks`), or for :func:`strided_kind` inputs that would
+    take more than one such wave, shuffle's one grid-stride wave of BLOCK-thread blocks; the
     last block to finish folds the partials (one launch)."""
-    if strided_kind(p.op, p.read) and p.n >= SHUFFLE_FROM:
-        instance = _instance("reduce_one_pass", p.op, p.read, p.acc, p.out, BLOCK, True)
-        blocks = builtins.min(ceil_div(p.n, BLOCK * _per_thread(p, True)),
-                              wave_blocks(instance, BLOCK, p.multiprocessors, p.resident))
-        result = program.allocate(p.out_shape, p.out)
-        program.launch(Launch(SOURCE, instance, (blocks, 1, 1), (BLOCK, 1, 1)),
-                       ((p.source, 0), (result, 0), p.n, p.stride, 0, PARTIALS, COUNTER),
-                       "one_pass")
-        return result
     block = one_pass_block(p.op)
     instance = _instance("reduce_one_pass", p.op, p.read, p.acc, p.out, block)
     one_wave = builtins.min(wave_blocks(instance, block, p.multiprocessors, p.resident),
                             blocks_per_wave(block, p.multiprocessors))
     blocks, segment = one_pass_segments(p.n, block * _per_thread(p, True), one_wave)
+    if strided_kind(p.op, p.read) and blocks > one_wave:
+        instance = _instance("reduce_one_pass", p.op, p.read, p.acc, p.out, BLOCK, True)
+        blocks = builtins.min(ceil_div(p.n, BLOCK * _per_thread(p, True)),
+                              wave_blocks(instance, BLOCK, p.multiprocessors, p.resident))
+        block, segment = BLOCK, 0
     result = program.allocate(p.out_shape, p.out)
     program.launch(Launch(SOURCE, instance, (blocks, 1, 1), (block, 1, 1)),
                    ((p.source, 0), (result, 0), p.n, p.stride, segment, PARTIALS, COUNTER),
@@ -241,7 +240,7 @@ LADDER = Ladder("reduce", (
                plan_shuffle),
     ReduceRung("one_pass",
                "a contiguous segment per block, up to 32 waves (shuffle's grid-stride wave "
-               "for var and float argmin/argmax from 2^25 elements); the last block folds the "
+               "for var and float argmin/argmax past one wave); the last block folds the "
                "partials: a single launch",
                SOURCE, "reduce_one_pass",
                _groups("reduce_one_pass", one_pass_block,
@@ -255,6 +254,6 @@ AUTO = LADDER["one_pass"]
 
 def auto(op: str, n: int, dtype: numpy.dtype) -> ReduceRung:
     """The rung ``method="auto"`` runs for a full reduction: one_pass, whose plan reads var's
-    moments and float argmin/argmax of SHUFFLE_FROM elements or more in shuffle's grid-stride
-    wave (:func:`strided_kind`)."""
+    moments and float argmin/argmax in shuffle's grid-stride wave where its segments would take
+    more than one wave of blocks (:func:`strided_kind`)."""
     return AUTO  # type: ignore[return-value]
