@@ -347,6 +347,26 @@ def test_single_elements_and_length_one_axes(operation):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name", ["var", "std"])
+@pytest.mark.parametrize("axis", [None, 1])
+def test_a_planned_var_looks_up_one_plan_a_call(name, axis, monkeypatch, rng):
+    # var and std of float data in one launch keep the reduction's plan in their own after the
+    # first call: a later call looks up one plan, not two, and gives the first call's bits.
+    from gpukernels._core import launch
+
+    host = check.inputs((1000, 37), "float32", rng)[0][0]
+    x = cupy.asarray(host)
+    first = getattr(gk, name)(x, axis=axis, ddof=1)
+    lookups = []
+    get = launch.PLANS.get
+    monkeypatch.setattr(launch.PLANS, "get", lambda key: lookups.append(key) or get(key))
+    again = getattr(gk, name)(x, axis=axis, ddof=1)
+    assert [key[:2] for key in lookups] == [("moments", name)]
+    numpy.testing.assert_array_equal(cupy.asnumpy(again), cupy.asnumpy(first))
+    _compare(again, host, name, axis=axis, ddof=1)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("operation", OPERATIONS)
 def test_strided_and_reversed_views(operation, rng):
     base = rng.uniform(-1, 1, (64, 301)).astype(numpy.float32)

@@ -176,9 +176,11 @@ class _Finish:
 
 class _SpreadPlan:
     """What a var or std of one layout needs on every call: ``spread``, what the moments' last
-    write finishes them as where that is one launch (else None: the moments, then a finish)."""
+    write finishes them as where that is one launch (else None: the moments, then a finish),
+    and ``reduction``, that launch's plan, kept here after the first call so that later calls
+    look up one plan, not this one and the reduction's."""
 
-    __slots__ = ("out_shape", "result_dtype", "axes", "divisor", "finish", "spread")
+    __slots__ = ("out_shape", "result_dtype", "axes", "divisor", "finish", "spread", "reduction")
 
     def __init__(self, name: str, x: Any, axis: Any, dtype: Any, keepdims: bool,
                  ddof: Any, method: str) -> None:
@@ -193,7 +195,7 @@ class _SpreadPlan:
         # more than one element per result or one result), on the axis kernels or a rung with
         # the instances.
         rung = cast(ReduceRung, _reduce.LADDER.resolve(method, "var") or _reduce.rungs.AUTO)
-        self.spread = None
+        self.spread = self.reduction = None
         if (x.dtype == self.result_dtype and x.dtype in SPREAD_RESULTS and ddof in SPREAD_DDOFS
                 and x.size and (count > 1 or results == 1)
                 and (results > 1 or rung.finishes_spreads)):
@@ -222,7 +224,14 @@ def _spread(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any,
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
     if plan.spread is not None:
         # 2. Allocate and 3. launch: one reduction whose last write finishes the moments.
-        return _reduce._reduce("var", x, plan.axes, None, keepdims, method, out, plan.spread)
+        reduction = plan.reduction
+        if reduction is None:
+            planned_x, reduction = _reduce._planned("var", x, plan.axes, None, keepdims, method,
+                                                    out, spread=plan.spread)
+            if planned_x is not x:  # a contiguous copy (strides not whole elements): per call
+                return _reduce.run_planned("var", planned_x, reduction, out)
+            plan.reduction = reduction
+        return _reduce.run_planned("var", x, reduction, out)
     # 2. Allocate and 3. launch: the moments, then one elementwise finish (which reads them in
     # order, whatever their shape).
     states = moment_states(x, plan.axes, keepdims, method, shaped=False)

@@ -179,6 +179,14 @@ def _reduce(operation: str, x: Any, axis: Any, dtype: Any, keepdims: bool, metho
     if cupy is None or type(x) is not cupy.ndarray:
         x = _device.as_device_array(x, "x")
     x, planned = _planned(operation, x, axis, dtype, keepdims, method, out, spread=spread)
+    return run_planned(operation, x, planned, out)
+
+
+def run_planned(operation: str, x: Any, planned: tuple, out: Any) -> Any:
+    """Steps 2 and 3 of a reduction: allocate and launch as ``planned`` (:func:`_planned`'s
+    plan of the device array ``x``), into ``out`` if given. For callers that keep a plan of
+    their own (var and std), so that a call looks up one plan, not two."""
+    cupy = _device.cupy
     direct = planned[4]
     device = x.data.device_id
     if direct is not None and out is None and device == cupy.cuda.runtime.getDevice():
