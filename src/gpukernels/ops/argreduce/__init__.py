@@ -56,7 +56,8 @@ for _function, _word, _example in ((argmin, "minimum", 1), (argmax, "maximum", 0
     method : str, optional
         A rung of ``gpukernels.methods("reduce")``, or ``"auto"`` (``one_pass``, which reads
         float inputs of more than one wave of its blocks, about 2**23 float32 elements on 132
-        SMs, in ``shuffle``'s grid-stride wave, in one launch), for ``axis=None``; an axis uses the row and column kernels.
+        SMs, in ``shuffle``'s grid-stride wave, in one launch), for ``axis=None``; an axis
+        uses the row and column kernels.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device.
 
