@@ -8,13 +8,14 @@ data whose mean is large against its spread, NaN, empty inputs, and the same inp
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy
 import pytest
 
 import gpukernels as gk
-from gpukernels.ops.moments import check
+from gpukernels.ops.moments import check, moment_states
 from gpukernels.ops.reduce.dtypes import mean_result_dtype, reduction_result_dtype
 from gpukernels.validation import poisoned
 
@@ -453,3 +454,44 @@ def test_moments_of_many_elements(dtype, n, rng):
             _compare(got, x, operation)
     first = cupy.asnumpy(gk.var(device)).tobytes()
     assert all(cupy.asnumpy(gk.var(device)).tobytes() == first for _ in range(3))
+
+
+STATE_CASES = [((1000, 7), (1,)), ((3000, 16), (1,)), ((333, 3), (1,)), ((257, 300), (1,)),
+               ((300, 257), (0,)), ((4100, 33), (0,)), ((5, 6, 7), (0, 2)), ((40, 3, 5), (1, 2)),
+               ((10**5 + 3,), (0,))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "complex64"])
+@pytest.mark.parametrize(("shape", "axes"), STATE_CASES)
+def test_moment_states_are_the_count_mean_and_squared_deviations(dtype, shape, axes, rng):
+    # The states gpukernels.dask merges across blocks, straight from the kernels (the row
+    # kernels' short rows, a thread a row of up to 16 elements, write them only here): the
+    # count exactly, the mean and the sum of squared deviations against float64 NumPy, for a
+    # mean large against the spread; complex data as its real and imaginary parts.
+    x = check.inputs(shape, dtype, rng)[0][0]
+    if x.dtype.kind == "f":
+        x = (x + 100).astype(dtype)
+    parts = numpy.stack([x.real, x.imag], axis=-1) if x.dtype.kind == "c" else x[..., None]
+    host = parts.astype(numpy.float64)
+    count = math.prod(shape[ax] for ax in axes)
+    mean = host.mean(axis=axes, keepdims=True)
+    m2 = numpy.square(host - mean).sum(axis=axes, keepdims=True)
+    scale = numpy.square(host).sum(axis=axes, keepdims=True)
+    for keepdims in (False, True):
+        got = moment_states(cupy.asarray(x), axes, keepdims, "auto")
+        kept = tuple(1 if ax in axes else n for ax, n in enumerate(shape)) if keepdims else \
+            tuple(n for ax, n in enumerate(shape) if ax not in axes)
+        assert got.shape == kept + (parts.shape[-1], 3) and got.dtype == numpy.float64
+        got = cupy.asnumpy(got).reshape(-1, parts.shape[-1], 3)
+        want_mean = mean.reshape(-1, parts.shape[-1])
+        want_m2 = m2.reshape(-1, parts.shape[-1])
+        # float64 merges of at most count terms: a relative error of a few count * eps64
+        bound = 8 * count * numpy.finfo(numpy.float64).eps
+        assert numpy.array_equal(got[..., 0], numpy.full(want_mean.shape, float(count)))
+        magnitude = numpy.abs(host).mean(axis=axes).reshape(-1, parts.shape[-1])
+        assert numpy.all(numpy.abs(got[..., 1] - want_mean) <= bound * magnitude)
+        assert numpy.all(numpy.abs(got[..., 2] - want_m2) <=
+                         bound * scale.reshape(-1, parts.shape[-1]))
+        flat = moment_states(cupy.asarray(x), axes, keepdims, "auto", shaped=False)
+        assert numpy.array_equal(cupy.asnumpy(flat).reshape(got.shape), got)
