@@ -45,8 +45,9 @@ def main() -> None:
     except ImportError:
         torch = None
     cases = []
-    # Matmul and transpose of 64 x 64, reductions of 1000 elements and along axis 1 of
-    # (64, 64); then the moments and arg-reductions.
+    # Matmul and transpose of 64 x 64, a permutation of (16, 16, 16), reductions of 1000
+    # elements and along axis 1 of (64, 64) (the moments and arg-reductions too), and the
+    # same two for cumsum.
     for label, x in (("64x64 float32", square), ("64x64 float16", half)):
         cases.append((f"gk.matmul {label}", lambda x=x: gk.matmul(x, x)))
         cases.append((f"cupy.matmul {label}", lambda x=x: cupy.matmul(x, x)))
@@ -57,6 +58,14 @@ def main() -> None:
     cases.append(("cupy.ascontiguousarray(x.T) 64x64", lambda: cupy.ascontiguousarray(square.T)))
     if torch is not None:
         cases.append(("torch x.T.contiguous() 64x64", lambda: tsquare.T.contiguous()))
+    cube = rng.random((16, 16, 16), dtype=cupy.float32)
+    cases.append(("gk.permute_dims (16,16,16) (2,0,1)", lambda: gk.permute_dims(cube, (2, 0, 1))))
+    cases.append(("cupy.ascontiguousarray(x.transpose)",
+                  lambda: cupy.ascontiguousarray(cube.transpose(2, 0, 1))))
+    if torch is not None:
+        tcube = torch.from_dlpack(cube)
+        cases.append(("torch permute().contiguous()",
+                      lambda: tcube.permute(2, 0, 1).contiguous()))
     for name, torch_name, kwargs in (("sum", "sum", {}), ("prod", "prod", {}),
                                      ("min", "amin", {}), ("max", "amax", {}),
                                      ("mean", "mean", {}),
@@ -75,6 +84,14 @@ def main() -> None:
         if torch is not None:
             cases.append((f"torch.{torch_name} (64,64) dim=1",
                           lambda n=torch_name, k=kwargs: getattr(torch, n)(tsquare, dim=1, **k)))
+    cases.append(("gk.cumsum 1000 float32", lambda: gk.cumsum(flat)))
+    cases.append(("cupy.cumsum 1000 float32", lambda: cupy.cumsum(flat)))
+    if torch is not None:
+        cases.append(("torch.cumsum 1000 float32", lambda: torch.cumsum(tflat, 0)))
+    cases.append(("gk.cumsum (64,64) axis=1", lambda: gk.cumsum(square, axis=1)))
+    cases.append(("cupy.cumsum (64,64) axis=1", lambda: cupy.cumsum(square, axis=1)))
+    if torch is not None:
+        cases.append(("torch.cumsum (64,64) dim=1", lambda: torch.cumsum(tsquare, 1)))
     print(cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy", cupy.__version__,
           "torch", getattr(torch, "__version__", "-"))
     for _, function in cases:  # plan, compile, warm up
