@@ -436,6 +436,31 @@ def test_launches_in_a_row_whose_blocks_take_few_tiles(method, dtype, rng, monke
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("method", RESIDENT_TILE)
+@pytest.mark.parametrize("dtype", ["float32", "int8", "float64", "complex128"])
+def test_launches_in_a_row_of_a_tile_a_block(method, dtype, rng, monkeypatch):
+    # where the blocks are as many as the tiles no block claims a second tile, and each block
+    # counts itself finished while its data warps finish: launches of 1, 37 and 100 tiles a
+    # block each, between launches of fewer blocks than tiles, on one stream's counters
+    from gpukernels._core.launch import PLANS
+
+    tile = RESIDENT_TILE[method](numpy.dtype(dtype))
+    try:
+        for tiles, blocks in ((37, 37), (100, 100), (300, 40), (1, 1), (100, 100), (37, 37)):
+            monkeypatch.setattr(rungs, "device_resident", lambda *_, blocks=blocks: blocks)
+            PLANS.clear()
+            shape = ((tiles - 1) * tile + 5,)
+            x = _data("cumsum", shape, dtype, rng, shape[-1])
+            out = poisoned(shape, reduction_result_dtype("cumsum", x.dtype, None))
+            with record_launches() as launches:
+                got = gk.cumsum(cupy.asarray(x), method=method, out=out)
+            assert [launch.grid for launch in launches] == [(blocks, 1, 1)]
+            _compare(got, x, "cumsum")
+    finally:
+        PLANS.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", RESIDENT_TILE)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "float64", "complex128"])
 def test_resident_blocks_take_many_tiles_each(method, dtype, rng, monkeypatch):
     # a grid of three blocks (and of one): each takes dozens of tiles, several in flight, so

@@ -421,9 +421,9 @@ __device__ __forceinline__ void gk_claim_tile(u64* control, i64& tile_shared, u6
     __syncthreads();
 }
 
-// The last block of a launch to finish resets the tile numbers and advances the epoch.
-__device__ __forceinline__ void gk_finish_launch(u64* control, u64 epoch) {
-    if (threadIdx.x != 0) return;
+// The last block of a launch to count itself finished resets the tile numbers and advances the
+// epoch. One thread of each block counts it, once the block claims no more tiles.
+__device__ __forceinline__ void gk_count_finished_block(u64* control, u64 epoch) {
     __threadfence();
     if (atomicAdd(control + 1, 1ull) == (u64)gridDim.x * gridDim.y * gridDim.z - 1) {
         control[0] = 0;
@@ -431,6 +431,101 @@ __device__ __forceinline__ void gk_finish_launch(u64* control, u64 epoch) {
         control[2] = epoch + 1;
         __threadfence();
     }
+}
+// The same by thread 0, at the block's end.
+__device__ __forceinline__ void gk_finish_launch(u64* control, u64 epoch) {
+    if (threadIdx.x == 0) gk_count_finished_block(control, epoch);
+}
+
+// pipelined's and striped's tile aggregates as 16-byte records {value, flag} (sm_90,
+// accumulators of up to 8 bytes), after the flags (record k at flags + capacity + 2k;
+// rungs.scratch zeroes three words a tile): written with one relaxed 128-bit atomic exchange
+// and read with 128-bit atomic compare-and-swap, so a value and its flag arrive together and no
+// fence stands on the data warps' path. A release store is a MEMBAR.ALL.GPU, which cost the
+// striped data path 0.03-0.09 of a copy (benchmarks/NOTES.md, item 181). Flags of the same
+// epoch rules as gk_set_flag's.
+template <typename Acc>
+__device__ constexpr bool gk_uses_records() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    return sizeof(Acc) <= 8;
+#else
+    return false;
+#endif
+}
+template <typename Acc>
+__device__ __forceinline__ u64 gk_bits(Acc value) {
+    u64 bits = 0;
+    memcpy(&bits, &value, sizeof(Acc));
+    return bits;
+}
+template <typename Acc>
+__device__ __forceinline__ Acc gk_from_bits(u64 bits) {
+    Acc value;
+    memcpy(&value, &bits, sizeof(Acc));
+    return value;
+}
+__device__ __forceinline__ void gk_record_store(u64* record, u64 bits, u64 flag) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n .reg .b128 d, b;\n mov.b128 b, {%0, %1};\n"
+                 " atom.relaxed.gpu.global.exch.b128 d, [%2], b;\n}\n"
+                 ::"l"(bits), "l"(flag), "l"(record) : "memory");
+#endif
+}
+__device__ __forceinline__ void gk_record_load(u64* record, u64& bits, u64& flag) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // a compare-and-swap of zeros with zeros: the record, read atomically, left as it was
+    asm volatile("{\n .reg .b128 d, c;\n mov.b128 c, {%2, %2};\n"
+                 " atom.relaxed.gpu.global.cas.b128 d, [%3], c, c;\n mov.b128 {%0, %1}, d;\n}\n"
+                 : "=l"(bits), "=l"(flag) : "l"(0ull), "l"(record) : "memory");
+#else
+    bits = 0;
+    flag = 0;
+#endif
+}
+
+// A tile's record once published in this launch (`epoch`): its value's bits and its flag.
+__device__ __forceinline__ void gk_wait_record(u64* record, u64 epoch, u64& bits, u64& flag) {
+    gk_record_load(record, bits, flag);
+    while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
+        gk_backoff();
+        gk_record_load(record, bits, flag);
+    }
+}
+
+// gk_group_before from the records: W_g(i - 1) of tile `tile` (i its place in the group), the
+// same warp scan of the same values, so the same bits.
+template <typename Op, typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records, i64 tile,
+                                                                   u64 epoch) {
+    const int position = (int)(tile % 32), lane = threadIdx.x & 31;
+    if (position == 0) return gk_segment_identity<Op, Acc>();
+    gk_segment<Acc> s = gk_segment_identity<Op, Acc>();
+    if (lane < position) {
+        u64 bits, flag;
+        gk_wait_record(records + 2 * (tile - position + lane), epoch, bits, flag);
+        s.value = gk_from_bits<Acc>(bits);
+        s.start = (flag & GK_START) != 0;
+    }
+    return gk_segment_from(gk_warp_scan<Op>(s), position - 1);
+}
+
+// A tile's aggregate as the data warps published it: its record (gk_uses_records) or its flag
+// and value, waited for.
+template <typename Acc>
+__device__ __forceinline__ gk_segment<Acc> gk_published_aggregate(u64* flags, char* values,
+                                                                  i64 capacity, i64 tile,
+                                                                  u64 epoch) {
+    gk_segment<Acc> aggregate;
+    if (gk_uses_records<Acc>()) {
+        u64 bits, flag;
+        gk_wait_record(flags + capacity + 2 * tile, epoch, bits, flag);
+        aggregate.value = gk_from_bits<Acc>(bits);
+        aggregate.start = (flag & GK_START) != 0;
+    } else {
+        aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
+        aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
+    }
+    return aggregate;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -918,6 +1013,12 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // H100, per call, of a device copy (NOTES 138 and 171): 2^28 float32 0.69 (blocked 0.50;
 // torch.cumsum 0.70), int32 0.73-0.74 (blocked 0.63), int16 0.66, int8 0.66, float64 0.79;
 // (8192, 8192) along axis 1 0.76-0.78; (2^20, 16) along axis 1 0.69-0.72.
+// On sm_90 the data warps publish each aggregate as striped's 16-byte record, with no fence on
+// their path; where the blocks are as many as the tiles, no block claims a second tile; and a
+// block's look-back warp counts it finished (gk_count_finished_block) once it claims no more,
+// while its data warps finish. H200, held (NOTES 203): (8192, 8192) along axis 1 206 -> 178
+// us, (4096, 4096) 61 -> 59, 2^20 float32 13.4 -> 12.6-13.3; but one row of 2^28 float32,
+// which auto gives to striped, 914 -> 1030-1060 (int32 1230 -> 1212), not understood.
 // ---------------------------------------------------------------------------------------------
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
@@ -1061,14 +1162,15 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                 const i64 end = total - base < TILE ? total : base + TILE;
                 const bool starts_here = !continues || base / n != (end - 1) / n;
                 const u64 own = epoch * GK_EPOCH + (starts_here ? GK_START : 0);
-                const Segment before = gk_group_before<Op, Acc>(flags, values, tile, epoch);
+                const Segment before =
+                    gk_uses_records<Acc>()
+                        ? gk_group_before_records<Op, Acc>(flags + capacity, tile, epoch)
+                        : gk_group_before<Op, Acc>(flags, values, tile, epoch);
                 const Segment q = gk_look_back_q<Op>(
                     flags, values, capacity, tile, epoch, own, continues, before, [&] {
                         // the tile's aggregate, once the data warps have published it
-                        Segment aggregate;
-                        aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
-                        aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
-                        return aggregate;
+                        return gk_published_aggregate<Acc>(flags, values, capacity, tile,
+                                                            epoch);
                     });
                 if (continues && lane == 0) {
                     prefix_shared[r & 1] = gk_segment_combine<Op>(q, before).value;
@@ -1076,6 +1178,9 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             }
             gk_bar_arrive(GK_BAR_PREFIX + (r & 1), THREADS);
         }
+        // The block claims no more tiles: it counts itself finished here, while the data
+        // warps finish its last tile, not after them.
+        if (lane == 0) gk_count_finished_block(control, epoch);
         return;
     }
 
@@ -1099,8 +1204,14 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                           aggregate, tid);
             if (lane == 0) run_starts[r & 1][warp] = starts;
             if (tid == 0) {
-                gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value,
-                           epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE);
+                const u64 flag =
+                    epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE;
+                if (gk_uses_records<Acc>()) {
+                    gk_record_store(flags + capacity + 2 * tile, gk_bits(aggregate.value), flag);
+                } else {
+                    gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile,
+                               aggregate.value, flag);
+                }
             }
         }
         if (prev < tiles) {
@@ -1125,15 +1236,16 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
         }
         // Claim round r + 1's tile; once every data warp is past here, round r - 1's buffer is
         // free for it and its number is known to all (the look-back warp learns it on CLAIM).
+        // Where the blocks are as many as the tiles, their first claims took every tile.
         if (tid == 0) {
-            const i64 next = tile < tiles ? (i64)atomicAdd(control, 1ull) : tiles;
+            const i64 next =
+                tile < tiles && gridDim.x < tiles ? (i64)atomicAdd(control, 1ull) : tiles;
             tile_shared[(r + 1) & 3] = next;
             kind_shared[(r + 1) & 3] = gk_tile_kind(next, tiles, TILE, total, n, aligned);
         }
         gk_bar_sync(GK_BAR_DATA, BLOCK);
         if (tile < tiles) gk_bar_arrive(GK_BAR_CLAIM + ((r + 1) & 1), THREADS);
     }
-    gk_finish_launch(control, epoch);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1167,96 +1279,6 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // warps poll for it.
 // ---------------------------------------------------------------------------------------------
 constexpr int GK_STRIPED_RING = 8;  // posted tiles; at least DEPTH + LOOKERS (see scan_striped)
-
-// striped's tile aggregates as 16-byte records {value, flag} (sm_90, accumulators of up to 8
-// bytes), after the flags (record k at flags + capacity + 2k; rungs.scratch zeroes three words a
-// tile): written with one relaxed 128-bit atomic exchange and read with 128-bit atomic
-// compare-and-swap, so a value and its flag arrive together and no fence stands on the data
-// warps' path. A release store is a MEMBAR.ALL.GPU, which cost the striped data path 0.03-0.09
-// of a copy (benchmarks/NOTES.md, item 181). Flags of the same epoch rules as gk_set_flag's.
-template <typename Acc>
-__device__ constexpr bool gk_uses_records() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    return sizeof(Acc) <= 8;
-#else
-    return false;
-#endif
-}
-template <typename Acc>
-__device__ __forceinline__ u64 gk_bits(Acc value) {
-    u64 bits = 0;
-    memcpy(&bits, &value, sizeof(Acc));
-    return bits;
-}
-template <typename Acc>
-__device__ __forceinline__ Acc gk_from_bits(u64 bits) {
-    Acc value;
-    memcpy(&value, &bits, sizeof(Acc));
-    return value;
-}
-__device__ __forceinline__ void gk_record_store(u64* record, u64 bits, u64 flag) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("{\n .reg .b128 d, b;\n mov.b128 b, {%0, %1};\n"
-                 " atom.relaxed.gpu.global.exch.b128 d, [%2], b;\n}\n"
-                 ::"l"(bits), "l"(flag), "l"(record) : "memory");
-#endif
-}
-__device__ __forceinline__ void gk_record_load(u64* record, u64& bits, u64& flag) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    // a compare-and-swap of zeros with zeros: the record, read atomically, left as it was
-    asm volatile("{\n .reg .b128 d, c;\n mov.b128 c, {%2, %2};\n"
-                 " atom.relaxed.gpu.global.cas.b128 d, [%3], c, c;\n mov.b128 {%0, %1}, d;\n}\n"
-                 : "=l"(bits), "=l"(flag) : "l"(0ull), "l"(record) : "memory");
-#else
-    bits = 0;
-    flag = 0;
-#endif
-}
-
-// A tile's record once published in this launch (`epoch`): its value's bits and its flag.
-__device__ __forceinline__ void gk_wait_record(u64* record, u64 epoch, u64& bits, u64& flag) {
-    gk_record_load(record, bits, flag);
-    while (flag < epoch * GK_EPOCH + GK_AGGREGATE) {
-        gk_backoff();
-        gk_record_load(record, bits, flag);
-    }
-}
-
-// gk_group_before from the records: W_g(i - 1) of tile `tile` (i its place in the group), the
-// same warp scan of the same values, so the same bits.
-template <typename Op, typename Acc>
-__device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records, i64 tile,
-                                                                   u64 epoch) {
-    const int position = (int)(tile % 32), lane = threadIdx.x & 31;
-    if (position == 0) return gk_segment_identity<Op, Acc>();
-    gk_segment<Acc> s = gk_segment_identity<Op, Acc>();
-    if (lane < position) {
-        u64 bits, flag;
-        gk_wait_record(records + 2 * (tile - position + lane), epoch, bits, flag);
-        s.value = gk_from_bits<Acc>(bits);
-        s.start = (flag & GK_START) != 0;
-    }
-    return gk_segment_from(gk_warp_scan<Op>(s), position - 1);
-}
-
-// A tile's aggregate as the data warps published it: its record (gk_uses_records) or its flag
-// and value, waited for.
-template <typename Acc>
-__device__ __forceinline__ gk_segment<Acc> gk_published_aggregate(u64* flags, char* values,
-                                                                  i64 capacity, i64 tile,
-                                                                  u64 epoch) {
-    gk_segment<Acc> aggregate;
-    if (gk_uses_records<Acc>()) {
-        u64 bits, flag;
-        gk_wait_record(flags + capacity + 2 * tile, epoch, bits, flag);
-        aggregate.value = gk_from_bits<Acc>(bits);
-        aggregate.start = (flag & GK_START) != 0;
-    } else {
-        aggregate.start = (gk_wait_flag(flags, tile, epoch) & GK_START) != 0;
-        aggregate.value = gk_load_l2(gk_tile_aggregate<Acc>(values, tile));
-    }
-    return aggregate;
-}
 
 // striped's blocks per SM: its registers are capped so that this many fit (its shared memory
 // allows three on an H100 for accumulators of up to 8 bytes, two for complex128). The rung
@@ -1317,11 +1339,12 @@ __device__ __forceinline__ void gk_striped_first(u64* control, u64* ring, i64 ti
 }
 
 // Thread 0 at the end of round r: round r + 1's tile claimed and posted (and, at the end, a tile
-// past the last for every look-back warp's next round).
+// past the last for every look-back warp's next round). Where the blocks are as many as the
+// tiles, their first claims took every tile.
 template <int LOOKERS, typename Kind>
 __device__ __forceinline__ void gk_striped_claim_next(u64* control, u64* ring, int r, i64 tiles,
                                                       Kind kind_of) {
-    const i64 next = (i64)atomicAdd(control, 1ull);
+    const i64 next = gridDim.x < tiles ? (i64)atomicAdd(control, 1ull) : tiles;
     gk_post_at(ring, r + 1, kind_of(next), next);
     for (int k = 2; k <= LOOKERS && next >= tiles; ++k) gk_post_at(ring, r + k, 0, tiles);
 }
@@ -1592,6 +1615,9 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
             if (lane == 0) prefix_shared[r % DEPTH] = prefix;
             gk_bar_arrive(GK_BAR_PREFIX + r % DEPTH, PREFIX_THREADS);
         }
+        // A round past the last tile is posted once the block claims no more: the first
+        // look-back warp counts the block finished, while the data warps finish its tiles.
+        if (warp == WARPS && lane == 0) gk_count_finished_block(control, epoch);
         return;
     }
 
@@ -1653,7 +1679,6 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
             gk_striped_claim_next<LOOKERS>(control, ring, r, tiles, kind_of);
         }
     }
-    gk_finish_launch(control, epoch);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2251,6 +2276,8 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
             prefix_shared[r % DEPTH][lane] = prefix;
             gk_bar_arrive(GK_BAR_PREFIX + r % DEPTH, PREFIX_THREADS);
         }
+        // as in scan_striped: the block claims no more tiles
+        if (warp == WARPS && lane == 0) gk_count_finished_block(control, epoch);
         return;
     }
 
@@ -2397,5 +2424,4 @@ scan_columns_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i6
             gk_striped_claim_next<LOOKERS>(control, ring, r, tiles, kind_of);
         }
     }
-    gk_finish_launch(control, epoch);
 }
