@@ -509,6 +509,20 @@ __device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records,
     return gk_segment_from(gk_warp_scan<Op>(s), position - 1);
 }
 
+// The data warps' publication of a tile's aggregate in this launch (`epoch`): its record
+// (gk_uses_records), or its value and then its flag with a release store.
+template <typename Acc>
+__device__ __forceinline__ void gk_publish_aggregate(u64* flags, char* values, i64 capacity,
+                                                     i64 tile, const gk_segment<Acc>& aggregate,
+                                                     u64 epoch) {
+    const u64 flag = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE;
+    if (gk_uses_records<Acc>()) {
+        gk_record_store(flags + capacity + 2 * tile, gk_bits(aggregate.value), flag);
+    } else {
+        gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value, flag);
+    }
+}
+
 // A tile's aggregate as the data warps published it: its record (gk_uses_records) or its flag
 // and value, waited for.
 template <typename Acc>
@@ -1203,16 +1217,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                           in, words, in_words, base, total, n, rows, inner, warp_totals,
                           aggregate, tid);
             if (lane == 0) run_starts[r & 1][warp] = starts;
-            if (tid == 0) {
-                const u64 flag =
-                    epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE;
-                if (gk_uses_records<Acc>()) {
-                    gk_record_store(flags + capacity + 2 * tile, gk_bits(aggregate.value), flag);
-                } else {
-                    gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile,
-                               aggregate.value, flag);
-                }
-            }
+            if (tid == 0) gk_publish_aggregate(flags, values, capacity, tile, aggregate, epoch);
         }
         if (prev < tiles) {
             // Finish round r - 1's tile: its run again after its prefixes, then the stores.
@@ -1645,16 +1650,7 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                     : gk_striped_scan<Op, In, Acc, BLOCK, WORDS, false>(
                           in, base, total, n, inner, in_words, slot, slot_prefix,
                           prefix_starts[r % DEPTH], totals[r & 1], tid);
-            if (tid == 0) {
-                const u64 flag =
-                    epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE;
-                if (gk_uses_records<Acc>()) {
-                    gk_record_store(flags + capacity + 2 * tile, gk_bits(aggregate.value), flag);
-                } else {
-                    gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile,
-                               aggregate.value, flag);
-                }
-            }
+            if (tid == 0) gk_publish_aggregate(flags, values, capacity, tile, aggregate, epoch);
             gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
         }
         if (prev < tiles) {
