@@ -1031,8 +1031,10 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // their path; where the blocks are as many as the tiles, no block claims a second tile; and a
 // block's look-back warp counts it finished (gk_count_finished_block) once it claims no more,
 // while its data warps finish. H200, held (NOTES 203): (8192, 8192) along axis 1 206 -> 178
-// us, (4096, 4096) 61 -> 59, 2^20 float32 13.4 -> 12.6-13.3; but one row of 2^28 float32,
-// which auto gives to striped, 914 -> 1030-1060 (int32 1230 -> 1212), not understood.
+// us, (1024, 2^17) 393 -> 305, (4096, 4096) 61 -> 59, 2^20 float32 13.4 -> 12.6-13.3; but
+// long rows of large inputs slowed, not understood: (64, 2^21) along axis 1 453 -> 505,
+// (128, 2^20) 471 -> 500, one row of 2^27 float32 455 -> 519 and of 2^28 914 -> 1030-1060
+// (int32 at 2^28 1230 -> 1212); auto gives rows of 2^22 elements and more to striped.
 // ---------------------------------------------------------------------------------------------
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
