@@ -135,8 +135,8 @@ _VALUE_BYTES = 16  # room per tile for the widest accumulator (complex128)
 def scratch(capacity: int) -> tuple:
     """(control, flags, values) of the current device and stream for launches of up to
     ``capacity`` tiles: look_back's tile counter, finished-block counter and epoch; a flag per
-    tile, then striped's 16-byte record of each tile's aggregate and flag (scan.cu,
-    gk_uses_records), all zeroed; room for an aggregate, an inclusive prefix and a group total
+    tile, then pipelined's and striped's 16-byte record of each tile's aggregate and flag
+    (scan.cu, gk_uses_records), all zeroed; room for an aggregate, an inclusive prefix and a group total
     per tile. One set per capacity (a power of two; :func:`stream_buffers`); each launch
     leaves the counters ready for the next. Every single-pass kernel of the set's launches
     reads the first ``capacity`` words of ``flags`` as flags whose epoch says whether they are
