@@ -2194,15 +2194,13 @@ __device__ __forceinline__ int gk_columns_slot(int i, int run_words) {
 // COLUMNS > 0: rows of COLUMNS elements that are not whole words; GROUP rows make WPR words (a
 // row group), and a word's element e of a group's word w is column (w x PER + e) % COLUMNS of
 // row (w x PER + e) / COLUMNS of the group.
+__host__ __device__ constexpr int gk_gcd(int a, int b) { return b == 0 ? a : gk_gcd(b, a % b); }
 template <typename In, int COLUMNS>
 struct gk_columns_rows {
     static constexpr int PER = (int)(16 / sizeof(In));
     static constexpr int ROW_BYTES = COLUMNS * (int)sizeof(In);
-    static constexpr int GROUP = COLUMNS == 0 ? 1
-                                 : ROW_BYTES % 16 == 0 ? 1
-                                 : ROW_BYTES % 8 == 0 ? 2
-                                 : ROW_BYTES % 4 == 0 ? 4
-                                 : ROW_BYTES % 2 == 0 ? 8 : 16;
+    // the fewest rows that make whole words (the host's rungs.columns_striped_layout)
+    static constexpr int GROUP = COLUMNS == 0 ? 1 : 16 / gk_gcd(ROW_BYTES, 16);
     static constexpr int WPR = COLUMNS == 0 ? 0 : ROW_BYTES * GROUP / 16;  // 0: run time
     static constexpr int VALUES = COLUMNS == 0 ? PER : COLUMNS;  // a thread's columns
 };
