@@ -465,7 +465,8 @@ def test_launches_in_a_row_of_a_tile_a_block(method, dtype, rng, monkeypatch):
 def test_resident_blocks_take_many_tiles_each(method, dtype, rng, monkeypatch):
     # a grid of three blocks (and of one): each takes dozens of tiles, several in flight, so
     # every buffer, ring slot and barrier is reused many times; rows long and short, a partial
-    # last tile
+    # last tile; a row longer than GK_RECORD_ROWS (scan.cu: pipelined publishes flags there,
+    # records in the shorter rows before it)
     from gpukernels._core.launch import PLANS
 
     for blocks in (3, 1):
@@ -473,7 +474,7 @@ def test_resident_blocks_take_many_tiles_each(method, dtype, rng, monkeypatch):
         PLANS.clear()
         try:
             for shape, axis in (((123457,), None), ((7, 30011), 1), ((5000, 17), 1),
-                                ((2**17 + 3,), None)):
+                                ((2**17 + 3,), None), ((2**18 + 4097,), None)):
                 x = _data("cumsum", shape, dtype, rng, shape[-1])
                 with record_launches() as launches:
                     out = poisoned(shape, reduction_result_dtype("cumsum", x.dtype, None))

@@ -510,27 +510,28 @@ __device__ __forceinline__ gk_segment<Acc> gk_group_before_records(u64* records,
 }
 
 // The data warps' publication of a tile's aggregate in this launch (`epoch`): its record
-// (gk_uses_records), or its value and then its flag with a release store.
+// (`records`: gk_uses_records, and for pipelined gk_pipelined_records), or its value and then
+// its flag with a release store.
 template <typename Acc>
 __device__ __forceinline__ void gk_publish_aggregate(u64* flags, char* values, i64 capacity,
                                                      i64 tile, const gk_segment<Acc>& aggregate,
-                                                     u64 epoch) {
+                                                     u64 epoch, bool records) {
     const u64 flag = epoch * GK_EPOCH + (aggregate.start ? GK_START : 0) + GK_AGGREGATE;
-    if (gk_uses_records<Acc>()) {
+    if (records) {
         gk_record_store(flags + capacity + 2 * tile, gk_bits(aggregate.value), flag);
     } else {
         gk_publish(flags, gk_tile_aggregate<Acc>(values, tile), tile, aggregate.value, flag);
     }
 }
 
-// A tile's aggregate as the data warps published it: its record (gk_uses_records) or its flag
-// and value, waited for.
+// A tile's aggregate as the data warps published it (`records` as gk_publish_aggregate's):
+// its record or its flag and value, waited for.
 template <typename Acc>
 __device__ __forceinline__ gk_segment<Acc> gk_published_aggregate(u64* flags, char* values,
                                                                   i64 capacity, i64 tile,
-                                                                  u64 epoch) {
+                                                                  u64 epoch, bool records) {
     gk_segment<Acc> aggregate;
-    if (gk_uses_records<Acc>()) {
+    if (records) {
         u64 bits, flag;
         gk_wait_record(flags + capacity + 2 * tile, epoch, bits, flag);
         aggregate.value = gk_from_bits<Acc>(bits);
@@ -1031,10 +1032,12 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // their path; where the blocks are as many as the tiles, no block claims a second tile; and a
 // block's look-back warp counts it finished (gk_count_finished_block) once it claims no more,
 // while its data warps finish. H200, held (NOTES 203): (8192, 8192) along axis 1 206 -> 178
-// us, (1024, 2^17) 393 -> 305, (4096, 4096) 61 -> 59, 2^20 float32 13.4 -> 12.6-13.3; but
-// long rows of large inputs slowed, not understood: (64, 2^21) along axis 1 453 -> 505,
-// (128, 2^20) 471 -> 500, one row of 2^27 float32 455 -> 519 and of 2^28 914 -> 1030-1060
-// (int32 at 2^28 1230 -> 1212); auto gives rows of 2^22 elements and more to striped.
+// us, (1024, 2^17) 393 -> 305, (4096, 4096) 61 -> 59, 2^20 float32 13.4 -> 12.6-13.3. Long
+// rows of large inputs slowed with the records, not understood ((64, 2^21) along axis 1 453 ->
+// 505 us, one row of 2^28 float32 914 -> 1030-1060; NOTES 205), so rows of more than
+// GK_RECORD_ROWS elements publish flags and values as before (gk_pipelined_records; NOTES 206:
+// (64, 2^21) 452-456, 2^28 939-949, (1024, 2^17) 304-307). auto gives most long rows to
+// striped (rungs.striped_min_row).
 // ---------------------------------------------------------------------------------------------
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
@@ -1045,6 +1048,17 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 template <typename In>
 __host__ __device__ constexpr int gk_pipelined_min_blocks() {
     return gk_min_blocks<In, 4, 3, 3>();
+}
+
+// Whether pipelined publishes its aggregates as records (gk_uses_records) in a launch whose rows
+// are n elements long: in rows of up to GK_RECORD_ROWS only. Records took rows of 2^17 and
+// fewer 3-22% faster (held, H200), but rows of 2^20 and more in inputs of 2^27 elements and
+// more 6-14% slower (NOTES 203 and 205). Every block of a launch agrees, so a tile's aggregate
+// is read where it was written.
+constexpr i64 GK_RECORD_ROWS = (i64)1 << 18;
+template <typename Acc>
+__device__ __forceinline__ bool gk_pipelined_records(i64 n) {
+    return gk_uses_records<Acc>() && n <= GK_RECORD_ROWS;
 }
 
 // A barrier of `count` threads (a multiple of 32) on barrier `id`, and an arrival at one that
@@ -1156,6 +1170,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     const i64 tiles = (total + TILE - 1) / TILE;
     const bool aligned = inner == 1 && reinterpret_cast<u64>(in) % 16 == 0 &&
                          reinterpret_cast<u64>(out) % 16 == 0;
+    const bool records = gk_pipelined_records<Acc>(n);
     if (tid == 0) {
         tile_shared[0] = (i64)atomicAdd(control, 1ull);
         kind_shared[0] = gk_tile_kind(tile_shared[0], tiles, TILE, total, n, aligned);
@@ -1179,14 +1194,14 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                 const bool starts_here = !continues || base / n != (end - 1) / n;
                 const u64 own = epoch * GK_EPOCH + (starts_here ? GK_START : 0);
                 const Segment before =
-                    gk_uses_records<Acc>()
+                    records
                         ? gk_group_before_records<Op, Acc>(flags + capacity, tile, epoch)
                         : gk_group_before<Op, Acc>(flags, values, tile, epoch);
                 const Segment q = gk_look_back_q<Op>(
                     flags, values, capacity, tile, epoch, own, continues, before, [&] {
                         // the tile's aggregate, once the data warps have published it
                         return gk_published_aggregate<Acc>(flags, values, capacity, tile,
-                                                            epoch);
+                                                            epoch, records);
                     });
                 if (continues && lane == 0) {
                     prefix_shared[r & 1] = gk_segment_combine<Op>(q, before).value;
@@ -1219,7 +1234,9 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
                           in, words, in_words, base, total, n, rows, inner, warp_totals,
                           aggregate, tid);
             if (lane == 0) run_starts[r & 1][warp] = starts;
-            if (tid == 0) gk_publish_aggregate(flags, values, capacity, tile, aggregate, epoch);
+            if (tid == 0) {
+                gk_publish_aggregate(flags, values, capacity, tile, aggregate, epoch, records);
+            }
         }
         if (prev < tiles) {
             // Finish round r - 1's tile: its run again after its prefixes, then the stores.
@@ -1615,7 +1632,7 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                         // the tile's aggregate, as the data warps published it (before the
                         // barrier): read back from the L2, one tile in 32
                         return gk_published_aggregate<Acc>(flags, values, capacity, tile,
-                                                            epoch);
+                                                            epoch, gk_uses_records<Acc>());
                     });
                 prefix = gk_segment_combine<Op>(q, before).value;
             }
@@ -1652,7 +1669,10 @@ scan_striped(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
                     : gk_striped_scan<Op, In, Acc, BLOCK, WORDS, false>(
                           in, base, total, n, inner, in_words, slot, slot_prefix,
                           prefix_starts[r % DEPTH], totals[r & 1], tid);
-            if (tid == 0) gk_publish_aggregate(flags, values, capacity, tile, aggregate, epoch);
+            if (tid == 0) {
+                gk_publish_aggregate(flags, values, capacity, tile, aggregate, epoch,
+                                     gk_uses_records<Acc>());
+            }
             gk_bar_arrive(BAR_AGGREGATE + r % DEPTH, PREFIX_THREADS);
         }
         if (prev < tiles) {
