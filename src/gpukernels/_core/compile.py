@@ -325,7 +325,7 @@ class CompileReport:
         lines = []
         if self.at_import:
             instances = sum(n for _, n, _ in self.at_import)
-            lines.append(f"compiled {len(self.at_import)} groups ({instances} kernel instances) "
+            lines.append(f"compiled {len(self.at_import)} kernel groups ({instances} instances) "
                          f"at import in {self.import_seconds:.1f} s")
         elif self.deferred:
             lines.append("every kernel group compiled in an earlier run (CuPy's cache holds "
