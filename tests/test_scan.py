@@ -214,24 +214,47 @@ def test_choose_sends_other_axes_to_columns():
     assert rungs.choose(rungs.Problem("SumOp", f32, 100, 5 * 16, 16, 90)).name == "columns"
 
 
-@pytest.mark.parametrize(("dtype", "shortest"), [
-    ("float16", 1), ("float32", 1), ("float64", 1), ("int16", 1), ("int32", 1), ("uint32", 1),
-    ("int8", rungs.STRIPED_ONE_BYTE_FACTOR), ("uint8", rungs.STRIPED_ONE_BYTE_FACTOR),
-    ("bool", rungs.STRIPED_ONE_BYTE_FACTOR), ("int64", None), ("uint64", None),
-    ("complex64", None)])
+@pytest.mark.parametrize(("dtype", "factor", "group"), [
+    ("float16", 1, 2**18), ("float32", 1, 2**17), ("int16", 1, 2**17), ("int32", 1, 2**17),
+    ("uint32", 1, 2**17), ("int8", rungs.STRIPED_ONE_BYTE_FACTOR, 2**17),
+    ("uint8", rungs.STRIPED_ONE_BYTE_FACTOR, 2**17), ("bool", rungs.STRIPED_ONE_BYTE_FACTOR, 2**17),
+    ("float64", None, None), ("int64", None, None), ("uint64", None, None),
+    ("complex64", None, None), ("complex128", None, None)])
 @pytest.mark.parametrize("capability", [0, 75, 90])
-def test_choose_takes_striped_for_long_rows_of_the_measured_dtypes(dtype, shortest, capability):
+def test_choose_takes_striped_for_long_rows_of_the_measured_dtypes(dtype, factor, group,
+                                                                  capability):
+    # one long row of any size, and in large inputs rows longer than a look-back group of
+    # pipelined's tiles (four groups of 1-byte items); items of 8 bytes and more never
     dtype = numpy.dtype(dtype)
-    long = rungs.STRIPED_MIN_ROW * (shortest or 1)
-    assert rungs.striped_min_row(dtype) == (shortest and long)
     other = "blocked" if capability == 75 else "pipelined"
-    wanted = other if shortest is None else "blocked" if capability == 75 else "striped"
-    for op in ("SumOp", "ProdOp"):
-        assert rungs.choose(rungs.Problem(op, dtype, long, 3, 1, capability)).name == wanted
-        assert rungs.choose(rungs.Problem(op, dtype, long, 1, 1, capability)).name == wanted
-        assert rungs.choose(rungs.Problem(op, dtype, long - 1, 64, 1, capability)).name == other
-        assert rungs.choose(rungs.Problem(op, dtype, long, long * 2, 2, capability)).name \
-            == "columns"
+    wanted = other if factor is None else "blocked" if capability == 75 else "striped"
+
+    def chosen(n, rows):
+        names = {rungs.choose(rungs.Problem(op, dtype, n, rows, 1, capability)).name
+                 for op in ("SumOp", "ProdOp")}
+        assert len(names) == 1
+        return names.pop()
+
+    if factor is None:
+        assert rungs.striped_min_row(dtype, 2**28) is None
+        assert rungs.striped_min_row(dtype, 2**10) is None
+        assert chosen(2**24, 16) == other
+        assert chosen(2**20, 1) == other
+        return
+    long = rungs.STRIPED_MIN_ROW * factor
+    assert rungs.striped_min_row(dtype, long) == long
+    assert chosen(long, 1) == chosen(long, 3) == wanted
+    assert chosen(long - 1, 1) == other
+    # inputs just below the size from which shorter rows take striped
+    one_byte = dtype.itemsize == 1
+    least = rungs.STRIPED_ONE_BYTE_INPUT if one_byte else rungs.STRIPED_MIN_INPUT
+    shortest = rungs.STRIPED_ONE_BYTE_GROUPS * group if one_byte else group + 1
+    assert rungs.striped_min_row(dtype, least) == shortest
+    assert rungs.striped_min_row(dtype, least - 1) == long
+    rows = -(-least // shortest)
+    assert chosen(shortest, rows) == wanted
+    assert chosen(shortest - 1, rows + 1) == other
+    assert chosen(shortest, (least - 1) // shortest) == other
 
 
 # The rungs whose resident blocks take tiles in turn: their tile, in elements of each dtype,
@@ -773,10 +796,16 @@ def test_bad_calls_raise_before_any_launch(call, error):
     ((rungs.STRIPED_MIN_ROW + 3,), None, "int32"),
     ((rungs.STRIPED_ONE_BYTE_FACTOR * rungs.STRIPED_MIN_ROW + 1,), None, "int8"),
     ((rungs.STRIPED_ONE_BYTE_FACTOR * rungs.STRIPED_MIN_ROW - 1,), None, "int8"),
-    ((rungs.STRIPED_MIN_ROW + 3,), None, "int64")])
+    ((rungs.STRIPED_MIN_ROW + 3,), None, "int64"),
+    # shorter rows of inputs of STRIPED_MIN_INPUT elements and more (STRIPED_ONE_BYTE_INPUT)
+    ((128, 2**17 + 1), 1, "float32"), ((129, 2**17), 1, "float32"),
+    ((32, 2**19 + 7), 1, "float16"), ((64, 2**18), 1, "float16"),
+    ((64, 2**18), 1, "int16"), ((127, 2**17 + 5), 1, "int32"), ((128, 2**17 + 5), 1, "int32"),
+    ((128, 2**19), 1, "uint8"), ((257, 2**18), 1, "int8"), ((128, 2**19), 1, "bool"),
+    ((64, 2**18), 1, "float64")])
 def test_auto_takes_striped_for_long_rows(shape, axis, dtype, rng):
     x = _data("cumsum", shape, dtype, rng, shape[-1])
-    shortest = rungs.striped_min_row(x.dtype)
+    shortest = rungs.striped_min_row(x.dtype, x.size)
     row = math.prod(shape) if axis is None else shape[axis]
     long = shortest is not None and row >= shortest
     out = poisoned(shape if axis is not None else (math.prod(shape),),

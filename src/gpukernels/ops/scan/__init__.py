@@ -3,10 +3,11 @@
 Both share one ladder of kernels (``gpukernels.methods("scan")``, :mod:`.rungs`), templated on
 the operator. Each input layout is planned once: the scan becomes ``rows`` scans of ``n``
 elements of a C-contiguous input (``inner`` apart when the axis is not the last), and
-``method="auto"`` sends scans along the last axis to ``striped`` for rows of 2**22 elements
-or more of floats and of integers of up to 4 bytes (2**25 for 1-byte items) and to
-``pipelined`` for the other rows (``blocked`` on GPUs before compute capability 8.0), and
-scans along any other axis to ``columns``.
+``method="auto"`` sends scans along the last axis of items of up to 4 bytes to ``striped`` for
+rows of 2**22 elements or more (2**25 for 1-byte items), and in inputs of 2**24 elements or
+more (2**26) for rows longer than 2**17 elements (float16 2**18, 1-byte items from 2**19); the
+other rows to ``pipelined`` (``blocked`` on GPUs before compute capability 8.0); and scans
+along any other axis to ``columns``.
 """
 
 from __future__ import annotations
@@ -214,9 +215,10 @@ _DOC = """Cumulative {what} of array elements along an axis, as :func:`numpy.{na
         2**64 (and a narrower requested integer type modulo its width) as NumPy's do.
     method : str, optional
         A rung of ``gpukernels.methods("scan")``, or ``"auto"``: along the last axis (or
-        flattened), ``striped`` for rows of 2**22 elements or more of floats and of integers
-        of up to 4 bytes (2**25 for 1-byte items), ``pipelined`` for the others (``blocked``
-        before compute capability 8.0); ``columns`` along any other.
+        flattened), for items of up to 4 bytes ``striped`` for rows of 2**22 elements or more
+        (2**25 for 1-byte items) and, in inputs of 2**24 elements or more (2**26), for rows
+        longer than 2**17 (float16 2**18, 1-byte items from 2**19); ``pipelined`` for the
+        others (``blocked`` before compute capability 8.0); ``columns`` along any other.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; the result is cast to its dtype.
 

@@ -70,9 +70,10 @@ def make_reference(operation: str) -> Callable[..., tuple]:
 # --- the benchmark ------------------------------------------------------------------------------
 
 #: Scans along an axis: the issue's column case, both axes of a square matrix, many short rows,
-#: and few columns that are not a power of two (24; xyz coordinates).
+#: long rows of a large input, and few columns that are not a power of two (24; xyz
+#: coordinates).
 AXIS_CASES = (((2**20, 16), 0), ((8192, 8192), 0), ((8192, 8192), 1), ((2**20, 16), 1),
-              ((2**20, 24), 0), ((2**22, 3), 0))
+              ((256, 2**20), 1), ((2**20, 24), 0), ((2**22, 3), 0))
 
 
 def _main_cases(operation: str, quick: bool) -> list:

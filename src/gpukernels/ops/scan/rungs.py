@@ -300,25 +300,46 @@ STRIPED_WORDS = 4  # 16-byte words of the input a data thread holds of each tile
 STRIPED_DEPTH = 3  # a tile is finished this many rounds after its scan, less one
 STRIPED_LOOKERS = 2  # look-back warps a block, taking the rounds in turn
 STRIPED_THREADS = LOOK_BACK_BLOCK + 32 * STRIPED_LOOKERS
-#: auto takes striped for rows of at least this many elements of floats and of integers of 2
-#: and 4 bytes, and of STRIPED_ONE_BYTE_FACTOR times as many of 1-byte items: from there on it
-#: ran ahead of pipelined per call on an H100 (float32 0.50 of a copy at 2^22 against 0.47, 0.88
-#: at 2^28 against 0.68; int32 into int64 0.67 against 0.58 at 2^22, 0.95 against 0.74 at 2^28;
-#: benchmarks/NOTES.md, items 187-188; its handoffs made checkable by racecheck cost it
-#: 0.01-0.03 of these, item 189). Shorter rows ran level or behind; 8-byte integers and complex
-#: are not measured and stay with pipelined.
+#: auto takes striped for rows of at least this many elements of float16, float32 and integers
+#: of 2 and 4 bytes, and of STRIPED_ONE_BYTE_FACTOR times as many of 1-byte items, in an input of
+#: any size: from there on one row ran ahead of pipelined per call on an H100 (float32 0.50 of a
+#: copy at 2^22 against 0.47, 0.88 at 2^28 against 0.68; int32 into int64 0.67 against 0.58 at
+#: 2^22, 0.95 against 0.74 at 2^28; benchmarks/NOTES.md, items 187-188; its handoffs made
+#: checkable by racecheck cost it 0.01-0.03 of these, item 189). Shorter single rows ran level or
+#: behind.
 STRIPED_MIN_ROW = 1 << 22
 #: 1-byte items: at 2^24 striped ran level on an H100 (int8 0.64 against 0.63, item 188, before
 #: item 189's handoffs) and behind on an H200 (int8 0.42 against 0.49, bool 0.47 against 0.51,
 #: uint8 level), at 2^25 level or ahead there (0.51-0.59 against 0.51-0.52; item 193).
 STRIPED_ONE_BYTE_FACTOR = 8
+#: Shorter rows in larger inputs: a row longer than one look-back group of pipelined's tiles
+#: (LOOK_BACK_GROUP tiles: 2^17 elements, 2^18 of float16) makes pipelined look back past its
+#: group, and there striped ran level to 33% faster held on an H200 in inputs of 2^24 elements
+#: and more (float32 level in rows of 2^18 at 2^24 elements, 0.79-0.93 of pipelined's time in
+#: rows of 2^19 and more; int32 and int16 0.67-0.85; float16 0.76-0.96), but up to 10% slower
+#: in inputs of 2^22 and 2^23 (NOTES 207).
+STRIPED_MIN_INPUT = 1 << 24
+#: 1-byte items take that rule in inputs of 2^26 elements and more, for rows of at least four
+#: groups: int8 rows of two groups ran 3-12% behind, of four and more 2-15% ahead; uint8 and
+#: bool 10-30% ahead (NOTES 207).
+STRIPED_ONE_BYTE_INPUT = 1 << 26
+STRIPED_ONE_BYTE_GROUPS = 4
+#: Tiles a look-back group of the single-pass rungs (scan.cu, gk_group_before).
+LOOK_BACK_GROUP = 32
 
 
-def striped_min_row(dtype: numpy.dtype) -> int | None:
-    """The shortest row of ``dtype`` for which auto takes striped (None: never)."""
-    if dtype.kind == "f" or (dtype.kind in "biu" and dtype.itemsize <= 4):
-        return STRIPED_MIN_ROW * (STRIPED_ONE_BYTE_FACTOR if dtype.itemsize == 1 else 1)
-    return None
+def striped_min_row(dtype: numpy.dtype, size: int) -> int | None:
+    """The shortest row of ``dtype`` for which auto takes striped in an input of ``size``
+    elements (None: never). Items of 8 bytes and more stay with pipelined: striped ran 7-56%
+    behind it for float64, int64 and complex64 on an H200, at every row length (NOTES 207)."""
+    if dtype.itemsize > 4 or dtype.kind not in "fbiu":
+        return None
+    group = LOOK_BACK_GROUP * LOOK_BACK_BLOCK * pipelined_items(dtype)
+    if dtype.itemsize == 1:
+        if size >= STRIPED_ONE_BYTE_INPUT:
+            return STRIPED_ONE_BYTE_GROUPS * group
+        return STRIPED_MIN_ROW * STRIPED_ONE_BYTE_FACTOR
+    return group + 1 if size >= STRIPED_MIN_INPUT else STRIPED_MIN_ROW
 
 
 def striped_tile(dtype: numpy.dtype) -> int:
@@ -687,13 +708,14 @@ LADDER = Ladder("scan", (
 
 def choose(p: Problem) -> Rung:
     """``method="auto"``: along the last axis (or of a flattened array), striped for rows of
-    at least :func:`striped_min_row` elements and pipelined for the others, blocked on GPUs
-    older than compute capability 8.0; columns along any other axis."""
+    at least :func:`striped_min_row` elements (which depends on the input's size) and
+    pipelined for the others, blocked on GPUs older than compute capability 8.0; columns along
+    any other axis."""
     if p.inner != 1:
         return LADDER["columns"]
     if 0 < p.capability < PIPELINED_CAPABILITY:
         return LADDER["blocked"]
-    shortest = striped_min_row(p.dtype)
+    shortest = striped_min_row(p.dtype, p.n * p.rows)
     if shortest is not None and p.n >= shortest:
         return LADDER["striped"]
     return LADDER["pipelined"]
