@@ -1053,8 +1053,9 @@ __host__ __device__ constexpr int gk_pipelined_min_blocks() {
 // Whether pipelined publishes its aggregates as records (gk_uses_records) in a launch whose rows
 // are n elements long: in rows of up to GK_RECORD_ROWS only. Records took rows of 2^17 and
 // fewer 3-22% faster (held, H200), but rows of 2^20 and more in inputs of 2^27 elements and
-// more 6-14% slower (NOTES 203 and 205). Every block of a launch agrees, so a tile's aggregate
-// is read where it was written.
+// more 6-14% slower (NOTES 203 and 205); the bound costs single rows of 2^19-2^21 (small
+// inputs) 0.4-0.5 us of the records' gain (NOTES 206). Every block of a launch agrees, so a
+// tile's aggregate is read where it was written.
 constexpr i64 GK_RECORD_ROWS = (i64)1 << 18;
 template <typename Acc>
 __device__ __forceinline__ bool gk_pipelined_records(i64 n) {
@@ -1294,9 +1295,12 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // int32 into int64 0.94 (0.72) and int8 at 2^26 0.70 (0.65), its plain tiles of wider outputs
 // written 512 bytes a warp store (NOTES 188); rows of 8192 0.61 (0.76). Its handoffs in forms
 // racecheck can check cost 0.02-0.03 of these (NOTES 189: 2^28 float32 0.88, float64 0.79-0.81,
-// float16 0.93 (0.71) before them). auto takes it for rows of 2^22 elements or more (2^25 of
-// 1-byte items; not 8-byte integers or complex). Each block's ring of posted tiles starts from
-// rounds it never asks for: shared memory keeps what an earlier block left there.
+// float16 0.93 (0.71) before them). auto takes it for items of up to 4 bytes in rows of 2^22
+// elements or more (2^25 of 1-byte items), and in inputs of 2^24 elements or more for rows
+// longer than a look-back group of pipelined's tiles, where pipelined looks back past its
+// group: H200, held, 0.67-0.93 of pipelined's time (rungs.striped_min_row; NOTES 207). On the
+// H200 it ran 7-56% behind pipelined for 8-byte items. Each block's ring of posted tiles starts
+// from rounds it never asks for: shared memory keeps what an earlier block left there.
 // Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
 // r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
 // number in one 64-bit atomic exchange: the data warps read it after a barrier, the look-back
