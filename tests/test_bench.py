@@ -207,6 +207,28 @@ def test_compile_report_without_gpu_claims_nothing():
     assert REPORT.summary() == "no kernel was compiled or loaded: no usable GPU"
 
 
+def test_compile_report_names_kernel_groups_however_the_import_went(monkeypatch):
+    # the bench's report line (and test_main_job_quick) says "kernel group" whether the import
+    # compiled the eager groups, loaded them from CuPy's cache, or deferred them to first use
+    import types
+
+    from gpukernels._core import compile as _compile
+    from gpukernels._core import device as _device
+
+    fake_cupy = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0)))
+    monkeypatch.setattr(_device, "gpu_available", lambda: True)
+    monkeypatch.setattr(_device, "compute_capability", lambda *_: 90)
+    monkeypatch.setattr(_device, "cupy", fake_cupy)
+    cold = _compile.CompileReport(at_import=[("scan/scan.cu [scan_pipelined float]", 7, 0.5)],
+                                  import_seconds=1.5)
+    warm = _compile.CompileReport(import_seconds=0.25)
+    deferred = _compile.CompileReport(deferred=True)
+    for report in (cold, warm, deferred):
+        assert "kernel group" in report.summary()
+    assert cold.summary().startswith("compiled 1 kernel group (7 instances) at import in 1.5 s")
+
+
 def test_describe_command_needs_no_gpu(capsys):
     assert main(["describe", "transpose"]) == 0
     out = capsys.readouterr().out

@@ -325,8 +325,9 @@ class CompileReport:
         lines = []
         if self.at_import:
             instances = sum(n for _, n, _ in self.at_import)
-            lines.append(f"compiled {len(self.at_import)} kernel groups ({instances} instances) "
-                         f"at import in {self.import_seconds:.1f} s")
+            groups = len(self.at_import)
+            lines.append(f"compiled {groups} kernel group{'s' if groups != 1 else ''} "
+                         f"({instances} instances) at import in {self.import_seconds:.1f} s")
         elif self.deferred:
             lines.append("every kernel group compiled in an earlier run (CuPy's cache holds "
                          "them; each loads on its first call)")
