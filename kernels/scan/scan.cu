@@ -1298,9 +1298,10 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
 // float16 0.93 (0.71) before them). auto takes it for items of up to 4 bytes in rows of 2^22
 // elements or more (2^25 of 1-byte items), and in inputs of 2^24 elements or more for rows
 // longer than a look-back group of pipelined's tiles, where pipelined looks back past its
-// group: H200, held, 0.67-0.93 of pipelined's time (rungs.striped_min_row; NOTES 207). On the
-// H200 it ran 7-56% behind pipelined for 8-byte items. Each block's ring of posted tiles starts
-// from rounds it never asks for: shared memory keeps what an earlier block left there.
+// group: H200, held, from level to 0.67 of pipelined's time (rungs.striped_min_row; NOTES
+// 207). On the H200 it ran 7-56% behind pipelined for 8-byte items. Each block's ring of
+// posted tiles starts from rounds it never asks for: shared memory keeps what an earlier
+// block left there.
 // Tiles are claimed in the order blocks run (thread 0 claims round r + 1's at the end of round
 // r), and posted in a ring of shared words, each the round, the tile's gk_tile_kind and its
 // number in one 64-bit atomic exchange: the data warps read it after a barrier, the look-back
