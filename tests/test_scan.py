@@ -488,8 +488,9 @@ def test_launches_in_a_row_of_a_tile_a_block(method, dtype, rng, monkeypatch):
 def test_resident_blocks_take_many_tiles_each(method, dtype, rng, monkeypatch):
     # a grid of three blocks (and of one): each takes dozens of tiles, several in flight, so
     # every buffer, ring slot and barrier is reused many times; rows long and short, a partial
-    # last tile; a row longer than GK_RECORD_ROWS (scan.cu: pipelined publishes flags there,
-    # records in the shorter rows before it)
+    # last tile; a row longer than GK_RECORD_ROWS in an input of fewer than GK_RECORD_INPUT
+    # elements (scan.cu: pipelined publishes records there, as in the shorter rows before it;
+    # flags in larger inputs: the next test)
     from gpukernels._core.launch import PLANS
 
     for blocks in (3, 1):
@@ -508,6 +509,33 @@ def test_resident_blocks_take_many_tiles_each(method, dtype, rng, monkeypatch):
                 assert bool((again.view(numpy.uint8) == got.view(numpy.uint8)).all())
         finally:
             PLANS.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64"])
+def test_pipelined_switches_between_records_and_flags_on_one_scratch(dtype, rng, monkeypatch):
+    # scan.cu, gk_pipelined_records: rows of more than GK_RECORD_ROWS (2^18) elements in inputs
+    # of more than GK_RECORD_INPUT (2^24) publish flags and values, every other launch 16-byte
+    # records, both in one stream's scratch. Three blocks, each taking thousands of tiles:
+    # records, then flags, then records in a long row of a small input, then flags again.
+    from gpukernels._core.launch import PLANS
+
+    monkeypatch.setattr(rungs, "device_resident", lambda *_: 3)
+    PLANS.clear()
+    try:
+        for shape, axis in (((5000, 17), 1), ((65, 2**18 + 4097), 1), ((2**18 + 4097,), None),
+                            ((2**24 + 1,), None)):
+            x = _data("cumsum", shape, dtype, rng, shape[-1])
+            with record_launches() as launches:
+                out = poisoned(shape, reduction_result_dtype("cumsum", x.dtype, None))
+                got = gk.cumsum(cupy.asarray(x), axis=axis, method="pipelined", out=out)
+            assert [launch.grid for launch in launches] == [(3, 1, 1)]
+            _compare(got, x, "cumsum", axis=axis)
+            again = gk.cumsum(cupy.asarray(x), axis=axis, method="pipelined")
+            assert bool((again.view(numpy.uint8) == got.view(numpy.uint8)).all())
+    finally:
+        PLANS.clear()
 
 
 @pytest.mark.gpu

@@ -437,8 +437,8 @@ __device__ __forceinline__ void gk_finish_launch(u64* control, u64 epoch) {
     if (threadIdx.x == 0) gk_count_finished_block(control, epoch);
 }
 
-// striped's tile aggregates, and pipelined's in rows of up to GK_RECORD_ROWS elements, as
-// 16-byte records {value, flag} (sm_90, accumulators of up to 8 bytes), after the flags (record
+// striped's tile aggregates, and pipelined's where gk_pipelined_records says (short rows, small
+// inputs), as 16-byte records {value, flag} (sm_90, accumulators of up to 8 bytes), after the flags (record
 // k at flags + capacity + 2k; rungs.scratch zeroes three words a tile): written with one
 // relaxed 128-bit atomic exchange and read with 128-bit atomic compare-and-swap, so a value and
 // its flag arrive together and no fence stands on the data warps' path. A release store is a
@@ -1028,16 +1028,17 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // H100, per call, of a device copy (NOTES 138 and 171): 2^28 float32 0.69 (blocked 0.50;
 // torch.cumsum 0.70), int32 0.73-0.74 (blocked 0.63), int16 0.66, int8 0.66, float64 0.79;
 // (8192, 8192) along axis 1 0.76-0.78; (2^20, 16) along axis 1 0.69-0.72.
-// On sm_90 the data warps publish each aggregate of rows of up to GK_RECORD_ROWS elements as
-// striped's 16-byte record, with no fence on their path; where the blocks are as many as the
+// On sm_90 the data warps publish each aggregate of rows of up to GK_RECORD_ROWS elements (and
+// of any row in inputs of up to GK_RECORD_INPUT) as striped's 16-byte record, with no fence on their path; where the blocks are as many as the
 // tiles, no block claims a second tile; and a block's look-back warp counts it finished
 // (gk_count_finished_block) once it claims no more, while its data warps finish. H200, held
 // (NOTES 203): (8192, 8192) along axis 1 206 -> 178 us, (1024, 2^17) 393 -> 305, (4096, 4096)
 // 61 -> 59, 2^20 float32 13.4 -> 12.6-13.3. Long rows of large inputs slowed with the records,
 // not understood ((64, 2^21) along axis 1 453 -> 505 us, one row of 2^28 float32 914 ->
-// 1030-1060; NOTES 205), so rows of more than GK_RECORD_ROWS elements publish flags and values
-// as before (gk_pipelined_records; NOTES 206: (64, 2^21) 452-456, 2^28 939-949, (1024, 2^17)
-// 304-307). auto gives most long rows to striped (rungs.striped_min_row).
+// 1030-1060; NOTES 205), so rows of more than GK_RECORD_ROWS elements in inputs of more than
+// GK_RECORD_INPUT publish flags and values as before (gk_pipelined_records; NOTES 206: (64,
+// 2^21) 452-456, 2^28 939-949, (1024, 2^17) 304-307; NOTES 209). auto gives most long rows of
+// large inputs to striped (rungs.striped_min_row).
 // ---------------------------------------------------------------------------------------------
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
@@ -1050,16 +1051,19 @@ __host__ __device__ constexpr int gk_pipelined_min_blocks() {
     return gk_min_blocks<In, 4, 3, 3>();
 }
 
-// Whether pipelined publishes its aggregates as records (gk_uses_records) in a launch whose rows
-// are n elements long: in rows of up to GK_RECORD_ROWS only. Records took rows of 2^17 and
-// fewer 3-22% faster (held, H200), but rows of 2^20 and more in inputs of 2^27 elements and
-// more 6-14% slower (NOTES 203 and 205); the bound costs single rows of 2^19-2^21 (small
-// inputs) 0.4-0.5 us of the records' gain (NOTES 206). Every block of a launch agrees, so a
-// tile's aggregate is read where it was written.
+// Whether pipelined publishes its aggregates as records (gk_uses_records) in a launch of `total`
+// elements in rows of n: in rows of up to GK_RECORD_ROWS, and in inputs of up to
+// GK_RECORD_INPUT elements. Records took rows of 2^17 and fewer 3-22% faster (held, H200), but
+// rows of 2^20 and more in inputs of 2^27 elements and more 6-14% slower (NOTES 203 and 205).
+// In inputs of up to 2^24 elements longer rows gain from them too (held, H200, flags ->
+// records; NOTES 209): one row of 2^20 float32 13.1 -> 12.7-12.8 us, of 2^23 37.2-37.9 ->
+// 35.2-35.8, of 2^24 float64 103.7-104.0 -> 100.3-100.8, (16, 2^20) float32 63.6-64.7 ->
+// 61.3-61.4. Every block of a launch agrees, so a tile's aggregate is read where it was written.
 constexpr i64 GK_RECORD_ROWS = (i64)1 << 18;
+constexpr i64 GK_RECORD_INPUT = (i64)1 << 24;
 template <typename Acc>
-__device__ __forceinline__ bool gk_pipelined_records(i64 n) {
-    return gk_uses_records<Acc>() && n <= GK_RECORD_ROWS;
+__device__ __forceinline__ bool gk_pipelined_records(i64 n, i64 total) {
+    return gk_uses_records<Acc>() && (n <= GK_RECORD_ROWS || total <= GK_RECORD_INPUT);
 }
 
 // A barrier of `count` threads (a multiple of 32) on barrier `id`, and an arrival at one that
@@ -1171,7 +1175,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     const i64 tiles = (total + TILE - 1) / TILE;
     const bool aligned = inner == 1 && reinterpret_cast<u64>(in) % 16 == 0 &&
                          reinterpret_cast<u64>(out) % 16 == 0;
-    const bool records = gk_pipelined_records<Acc>(n);
+    const bool records = gk_pipelined_records<Acc>(n, total);
     if (tid == 0) {
         tile_shared[0] = (i64)atomicAdd(control, 1ull);
         kind_shared[0] = gk_tile_kind(tile_shared[0], tiles, TILE, total, n, aligned);
