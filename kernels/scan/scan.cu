@@ -438,12 +438,12 @@ __device__ __forceinline__ void gk_finish_launch(u64* control, u64 epoch) {
 }
 
 // striped's tile aggregates, and pipelined's where gk_pipelined_records says (short rows, small
-// inputs), as 16-byte records {value, flag} (sm_90, accumulators of up to 8 bytes), after the flags (record
-// k at flags + capacity + 2k; rungs.scratch zeroes three words a tile): written with one
-// relaxed 128-bit atomic exchange and read with 128-bit atomic compare-and-swap, so a value and
-// its flag arrive together and no fence stands on the data warps' path. A release store is a
-// MEMBAR.ALL.GPU, which cost the striped data path 0.03-0.09 of a copy (benchmarks/NOTES.md,
-// item 181). Flags of the same epoch rules as gk_set_flag's.
+// inputs), as 16-byte records {value, flag} (sm_90, accumulators of up to 8 bytes), after the
+// flags (record k at flags + capacity + 2k; rungs.scratch zeroes three words a tile): written
+// with one relaxed 128-bit atomic exchange and read with 128-bit atomic compare-and-swap, so a
+// value and its flag arrive together and no fence stands on the data warps' path. A release
+// store is a MEMBAR.ALL.GPU, which cost the striped data path 0.03-0.09 of a copy
+// (benchmarks/NOTES.md, item 181). Flags of the same epoch rules as gk_set_flag's.
 template <typename Acc>
 __device__ constexpr bool gk_uses_records() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -1029,9 +1029,10 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // torch.cumsum 0.70), int32 0.73-0.74 (blocked 0.63), int16 0.66, int8 0.66, float64 0.79;
 // (8192, 8192) along axis 1 0.76-0.78; (2^20, 16) along axis 1 0.69-0.72.
 // On sm_90 the data warps publish each aggregate of rows of up to GK_RECORD_ROWS elements (and
-// of any row in inputs of up to GK_RECORD_INPUT) as striped's 16-byte record, with no fence on their path; where the blocks are as many as the
-// tiles, no block claims a second tile; and a block's look-back warp counts it finished
-// (gk_count_finished_block) once it claims no more, while its data warps finish. H200, held
+// of any row in inputs of up to GK_RECORD_INPUT) as striped's 16-byte record, with no fence on
+// their path; where the blocks are as many as the tiles, no block claims a second tile; and a
+// block's look-back warp counts it finished (gk_count_finished_block) once it claims no more,
+// while its data warps finish. H200, held
 // (NOTES 203): (8192, 8192) along axis 1 206 -> 178 us, (1024, 2^17) 393 -> 305, (4096, 4096)
 // 61 -> 59, 2^20 float32 13.4 -> 12.6-13.3. Long rows of large inputs slowed with the records,
 // not understood ((64, 2^21) along axis 1 453 -> 505 us, one row of 2^28 float32 914 ->

@@ -137,8 +137,8 @@ def scratch(capacity: int) -> tuple:
     ``capacity`` tiles: look_back's tile counter, finished-block counter and epoch; a flag per
     tile, then striped's 16-byte record of each tile's aggregate and flag, and pipelined's in
     rows of up to 2**18 elements or inputs of up to 2**24 (scan.cu, gk_uses_records,
-    gk_pipelined_records), all zeroed;
-    room for an aggregate, an inclusive prefix and a group total per tile. One set per
+    gk_pipelined_records), all zeroed; room for an aggregate, an inclusive prefix and a group
+    total per tile. One set per
     capacity (a power of two; :func:`stream_buffers`); each launch leaves the counters ready
     for the next. Every single-pass kernel of the set's launches
     reads the first ``capacity`` words of ``flags`` as flags whose epoch says whether they are
