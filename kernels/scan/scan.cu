@@ -1032,14 +1032,14 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // of any row in inputs of up to GK_RECORD_INPUT) as striped's 16-byte record, with no fence on
 // their path; where the blocks are as many as the tiles, no block claims a second tile; and a
 // block's look-back warp counts it finished (gk_count_finished_block) once it claims no more,
-// while its data warps finish. H200, held
-// (NOTES 203): (8192, 8192) along axis 1 206 -> 178 us, (1024, 2^17) 393 -> 305, (4096, 4096)
-// 61 -> 59, 2^20 float32 13.4 -> 12.6-13.3. Long rows of large inputs slowed with the records,
-// not understood ((64, 2^21) along axis 1 453 -> 505 us, one row of 2^28 float32 914 ->
-// 1030-1060; NOTES 205), so rows of more than GK_RECORD_ROWS elements in inputs of more than
-// GK_RECORD_INPUT publish flags and values as before (gk_pipelined_records; NOTES 206: (64,
-// 2^21) 452-456, 2^28 939-949, (1024, 2^17) 304-307; NOTES 209). auto gives most long rows of
-// large inputs to striped (rungs.striped_min_row).
+// while its data warps finish. H200, held (NOTES 203): (8192, 8192) along axis 1 206 -> 178
+// us, (1024, 2^17) 393 -> 305, (4096, 4096) 61 -> 59, 2^20 float32 13.4 -> 12.6-13.3. Long
+// rows of large inputs slowed with the records, not understood ((64, 2^21) along axis 1 453 ->
+// 505 us, one row of 2^28 float32 914 -> 1030-1060; NOTES 205), so rows of more than
+// GK_RECORD_ROWS elements in inputs of more than GK_RECORD_INPUT publish flags and values as
+// before (gk_pipelined_records; NOTES 206: (64, 2^21) 452-456, 2^28 939-949, (1024, 2^17)
+// 304-307; NOTES 209). auto gives most long rows of large inputs to striped
+// (rungs.striped_min_row).
 // ---------------------------------------------------------------------------------------------
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
