@@ -43,9 +43,9 @@ def reduction_methods() -> tuple[str, ...]:
 
 
 TRANSPOSE_METHODS = gk.methods("transpose")
-#: The tensor-core matmul rungs: they take float16 and bfloat16, and (but gemv) float32 as TF32
-#: (their own tests).
-TENSOR_CORE_METHODS = ("mma", "wgmma", "split_k", "gemv")
+#: The tensor-core matmul rungs: they take float16 and bfloat16, and (but gemv and multicast)
+#: float32 as TF32 (their own tests).
+TENSOR_CORE_METHODS = ("mma", "wgmma", "split_k", "gemv", "multicast")
 #: The SIMT matmul rungs, which take every real dtype.
 MATMUL_METHODS = tuple(m for m in gk.methods("matmul") if m not in TENSOR_CORE_METHODS)
 REDUCE_METHODS = reduction_methods()

@@ -43,7 +43,7 @@ def call(op, x):
     ("transpose", ("naive", "naive_col", "shared", "vector", "words", "words_async",
                    "narrow", "runs")),
     ("matmul", ("naive", "tiled", "blocked_1d", "blocked_2d", "warp_tiled", "large_tile", "mma",
-                "wgmma", "split_k", "gemv")),
+                "wgmma", "split_k", "gemv", "multicast")),
     ("reduce", ("two_pass", "shuffle", "one_pass")),
     ("sum", ("two_pass", "shuffle", "one_pass")),
     ("max", ("two_pass", "shuffle", "one_pass")),
@@ -492,6 +492,28 @@ def test_matmul_wgmma_needs_hopper_and_32_bit_extents():
         wgmma.plan(_problem(90, "float64", "highest", (1, 8, 8, 8)))
     with pytest.raises(ValueError, match="precision='tf32' runs on the tensor-core rungs"):
         matmul_rungs.LADDER["tiled"].plan(_problem(90))
+
+
+def test_matmul_multicast_takes_16_bit_types_on_hopper():
+    multicast = matmul_rungs.LADDER["multicast"]
+    with pytest.raises(TypeError, match="multicast rung multiplies float16 and bfloat16"):
+        multicast.plan(_problem(90, "float32", "tf32", (1, 8, 8, 8)))
+    with pytest.raises(ValueError, match=r"compute capability 9\.0"):
+        multicast.plan(_problem(80, "float16", "highest", (1, 64, 64, 64)))
+    with pytest.raises(ValueError, match=r"below 2\*\*31"):
+        multicast.plan(_problem(90, "float16", "highest", (1, 2**31, 1, 8)))
+    for dtype, shape in (("float16", (1, 8, 8, 8)), ("bfloat16", (3, 4096, 64, 8192))):
+        problem = matmul_rungs.Problem(*shape[:1], *shape[1:], floats.BFLOAT16 if dtype ==
+                                       "bfloat16" else numpy.dtype(dtype), "highest", 90, 132)
+        planned = multicast.plan(problem)
+        # one tile whatever the shape, in clusters of two
+        assert planned.tile == matmul_rungs.MULTICAST_TILE == (128, 256)
+        assert planned.cluster == matmul_rungs.MULTICAST_CLUSTER == 2
+        assert planned.shared_mem == matmul_rungs.wgmma_shared_bytes((128, 256))
+        assert planned.instance("int", False) in multicast.instances
+    # never auto's choice
+    for shape in ((1, 8192, 8192, 8192), (1, 4096, 14336, 4096), (1, 2048, 2048, 2048)):
+        assert matmul_rungs.choose(_problem(90, "float16", "highest", shape)).name == "wgmma"
 
 
 @pytest.mark.parametrize("requested", SUM_REQUESTS,

@@ -10,7 +10,7 @@ import gpukernels as gk
 import references as reference
 from edges_helpers import TENSOR_CORE_METHODS
 from gpukernels._core import floats
-from gpukernels._core.launch import record_launches
+from gpukernels._core.launch import record_launches, resident_clusters
 from gpukernels.ops.matmul import rungs as matmul_rungs
 from gpukernels.validation import poisoned
 
@@ -31,11 +31,12 @@ def tensor_cores(request):
     if capability < 80:
         pytest.skip("the tensor-core rungs need compute capability 8.0")
     method = getattr(request.node, "callspec", None) and request.node.callspec.params.get("method")
-    if method in ("wgmma", "split_k") and capability != 90:
+    if method in matmul_rungs.HOPPER_RUNGS and capability != 90:
         pytest.skip(f"the {method} rung runs on compute capability 9.0 only")
     kind = getattr(request.node, "callspec", None) and request.node.callspec.params.get("kind")
-    if method == "gemv" and kind == "tf32":
-        pytest.skip("gemv multiplies 16-bit types (test_gemv_refuses_float32 holds it to that)")
+    if method in ("gemv", "multicast") and kind == "tf32":
+        pytest.skip(f"{method} multiplies 16-bit types (test_16_bit_rungs_refuse_float32 holds "
+                    "it to that)")
 
 
 def assert_tensor_close(got, a, b, *, tf32: bool, context: str):
@@ -176,14 +177,15 @@ def test_tf32_only_when_asked(rng):
     assert float(gk.matmul(x, x, precision="tf32")[0, 0]) != 2 * 2049.0**2
 
 
-def test_gemv_refuses_float32(rng):
+@pytest.mark.parametrize("method", ["gemv", "multicast"])
+def test_16_bit_rungs_refuse_float32(method, rng):
     a = cupy.asarray(reference.random_array((4, 64), numpy.float32, rng))
     b = cupy.asarray(reference.random_array((64, 64), numpy.float32, rng))
     for precision in ("tf32", "highest"):
-        with pytest.raises(TypeError, match="gemv rung multiplies float16 and bfloat16"):
-            gk.matmul(a, b, method="gemv", precision=precision)
-    with pytest.raises(TypeError, match="gemv rung multiplies float16 and bfloat16"):
-        gk.matmul(a.astype(cupy.float64), b.astype(cupy.float64), method="gemv")
+        with pytest.raises(TypeError, match=f"{method} rung multiplies float16 and bfloat16"):
+            gk.matmul(a, b, method=method, precision=precision)
+    with pytest.raises(TypeError, match=f"{method} rung multiplies float16 and bfloat16"):
+        gk.matmul(a.astype(cupy.float64), b.astype(cupy.float64), method=method)
     # the library still works after the refusals
     numpy.testing.assert_allclose(cupy.asnumpy(gk.matmul(a, b)), cupy.asnumpy(a) @ cupy.asnumpy(b),
                                   rtol=1e-5, atol=1e-5)
@@ -381,15 +383,22 @@ PERSISTENT_SHAPES = [((2200, 100), (100, 4504)), ((2, 1500, 70), (2, 70, 3000)),
                      ((2200, 100), (100, 4500)), ((1000, 70), (70, 5001))]
 
 
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("shapes", PERSISTENT_SHAPES, ids=pair_id)
-def test_wgmma_blocks_walk_several_tiles(shapes, kind, rng):
-    skip_unless_hopper("wgmma")
+def walking_launch(method, shapes, kind, rng):
+    """A Hopper rung's product of random operands of ``shapes`` into a poisoned result: the
+    operands (host, then device), the result, and the rung's one product launch."""
+    skip_unless_hopper(method)
     dtype, _ = KINDS[kind]
     a, b, da, db, out = random_operands(shapes, dtype, rng)
     with record_launches() as launches:
-        got = gk.matmul(da, db, method="wgmma", out=out)
-    (launch,) = [launch for launch in launches if launch.instance.startswith("matmul_wgmma<")]
+        got = gk.matmul(da, db, method=method, out=out)
+    (launch,) = [launch for launch in launches if launch.instance.startswith(f"matmul_{method}<")]
+    return (a, b, da, db), got, out, launch
+
+
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shapes", PERSISTENT_SHAPES, ids=pair_id)
+def test_wgmma_blocks_walk_several_tiles(shapes, kind, rng):
+    operands, got, out, launch = walking_launch("wgmma", shapes, kind, rng)
     tile = [int(word) for word in launch.instance.split(",")[2:4]]
     M, N = shapes[0][-2], shapes[1][-1]
     tiles = -(-M // tile[0]) * -(-N // tile[1])
@@ -398,7 +407,38 @@ def test_wgmma_blocks_walk_several_tiles(shapes, kind, rng):
         assert launch.grid[0] == sms < tiles, (launch.instance, launch.grid, tiles)
     else:
         assert launch.grid[0] == tiles > sms, (launch.instance, launch.grid, tiles)
-    assert_right_and_repeatable(got, out, (a, b, da, db), "wgmma", f"wgmma {pair_id(shapes)}")
+    assert_right_and_repeatable(got, out, operands, "wgmma", f"wgmma {pair_id(shapes)}")
+
+
+# --- multicast ---------------------------------------------------------------------------------
+
+#: Clusters walking pairs of row tiles: an odd count of row tiles (the last pair's second tile
+#: all rows past M), a single tile, more pairs than clusters (each walks several), batched and
+#: broadcast operands, N not a multiple of 8.
+MULTICAST_SHAPES = [((300, 264), (264, 389)), ((1, 1), (1, 1)), ((1100, 72), (72, 8200)),
+                    ((4, 513, 777), (777, 1030)), ((129, 320), (3, 320, 257)),
+                    ((2000, 1000), (1000, 2048)), ((640, 130), (130, 3001))]
+
+
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shapes", MULTICAST_SHAPES, ids=pair_id)
+def test_multicast_clusters_walk_pairs_of_row_tiles(shapes, kind, rng):
+    operands, got, out, launch = walking_launch("multicast", shapes, kind, rng)
+    M, N = shapes[0][-2], shapes[1][-1]
+    pairs = -(-M // 256) * -(-N // 256)
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    # two blocks a cluster, as many clusters as pairs of a matrix up to those the GPU runs at once
+    resident = resident_clusters(matmul_rungs.LADDER["multicast"].source, launch.instance,
+                                 launch.block[0], launch.shared_mem, 2)
+    assert 2 * resident <= sms
+    assert launch.grid[0] == 2 * min(pairs, resident), (launch.grid, pairs, resident)
+    assert_right_and_repeatable(got, out, operands, "multicast", f"multicast {pair_id(shapes)}")
+    # the same tiles, stages and order of sums as wgmma's 128 x 256 tile: the same bytes
+    with record_launches() as launches:
+        wgmma = gk.matmul(*operands[2:], method="wgmma")
+    if any(launch.instance.startswith("matmul_wgmma<") and ", 128, 256, 4," in launch.instance
+           for launch in launches):
+        assert cupy.asnumpy(wgmma).tobytes() == cupy.asnumpy(got).tobytes()
 
 
 # --- split_k ----------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// wgmma.cu - rungs 8 and 9 of the matmul ladder: Hopper's warpgroup MMAs (sm_90a only). It is its
-// own source because it is compiled with -arch=sm_90a, which runs on compute capability 9.0 and
+// wgmma.cu - rungs 8, 9 and 11 of the matmul ladder: Hopper's warpgroup MMAs (sm_90a only). It is
+// its own source because it is compiled with -arch=sm_90a, which runs on compute capability 9.0 and
 // nothing else; the rungs run there only. They share the epilogue store with rung 7 (store.cuh).
 //
 //   matmul_wgmma<T, THREADS, BM, BN, STAGES, SHARED_BYTES>(a_map, b_map, C, M, N, K, tiles_m,
@@ -7,6 +7,7 @@
 //   matmul_split_k<...>(a_map, b_map, partial, ..., b_batched, k_steps): the same, each block
 //       over k_steps of K (blockIdx.z: which), float32 partial tiles; then
 //   matmul_split_k_sum<T, THREADS>(partial, C, count, splits): C = the partials' sum.
+//   matmul_multicast<...>(a_map, b_map, C, ...): rung 8's signature; clusters of two blocks.
 //
 // Operands (the host builds one CUtensorMap per operand, 3-D: columns, rows, matrices):
 //   A: (batch, M, K), K contiguous (K-major), box BM rows x 128 bytes.
@@ -29,7 +30,9 @@
 //                            of GK_WG_GROUP row tiles (neighbouring blocks share panels of A and
 //                            B in L2); splits = 1 for rung 8. Rung 8's 16-bit types where N
 //                            is a multiple of 8: (min(tiles_m * tiles_n, SMs), batch, 1), block
-//                            b taking tiles b, b + gridDim.x, ... (gk_wg_block)
+//                            b taking tiles b, b + gridDim.x, ... (gk_wg_block). Rung 11:
+//                            (2 x min(pairs of row tiles x tiles_n, the clusters of two the
+//                            GPU runs at once), batch, 1), clusters of 2 blocks along x
 //   stages                 : BM = 128: 4 (BN = 256), 5 (192), 6 (128) or 8 (64);
 //                            BM = 64: 5 (BN = 256) or 8 (BN = 128); BM = 256: 4
 //   dynamic shared memory  : SHARED_BYTES = STAGES x (BM + BN) x 128 + 18432 (the epilogue's
@@ -107,6 +110,31 @@ __device__ __forceinline__ void gk_wg_bar_wait(unsigned bar, unsigned parity) {
         "r"(parity)
         : "memory");
 }
+// --- clusters of blocks (rung 11) ----------------------------------------------------------------
+// This block's rank in its cluster.
+__device__ __forceinline__ unsigned gk_wg_cluster_rank() {
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+// Every thread of every block of the cluster arrives, then waits for all the others.
+__device__ __forceinline__ void gk_wg_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// Arrive on the barrier at shared address `bar` of the cluster's block `rank` (the arrive's
+// default order, release at the block's scope: the form with release at the cluster's scope
+// made rung 11 run at 0.58 of rung 8 on an H200; NOTES 212).
+__device__ __forceinline__ void gk_wg_bar_arrive_in(unsigned bar, unsigned rank) {
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+        "}\n" ::"r"(bar),
+        "r"(rank)
+        : "memory");
+}
+
 // A block's ring of STAGES stages: the 1024-byte aligned start of its buffers in the dynamic
 // shared memory (128-byte swizzled tiles need that alignment), and the shared addresses of its
 // "full" and "empty" barriers (one each per stage, 8 bytes apart).
@@ -115,7 +143,10 @@ struct gk_wg_ring {
 };
 // The ring of the calling kernel: its barriers (static shared memory), set up by thread 0 while
 // the block waits.
-template <int STAGES>
+// In a cluster of CLUSTER blocks (rung 11) a stage is released by the consumers of every block
+// of the cluster (the producers copy B into all of them), and no block copies into its peer's
+// ring before the peer's barriers exist.
+template <int STAGES, int CLUSTER = 1>
 __device__ __forceinline__ gk_wg_ring gk_wg_ring_init() {
     extern __shared__ unsigned char gk_wg_smem[];
     __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
@@ -123,12 +154,14 @@ __device__ __forceinline__ gk_wg_ring gk_wg_ring_init() {
                              gk_shared_address(full), gk_shared_address(empty)};
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            gk_wg_bar_init(ring.full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
-            gk_wg_bar_init(ring.empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
+            gk_wg_bar_init(ring.full0 + 8 * s, 1);  // the producer's arrive + the TMA bytes
+            // one arrive per consumer warpgroup of the cluster
+            gk_wg_bar_init(ring.empty0 + 8 * s, 2 * CLUSTER);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    if constexpr (CLUSTER > 1) gk_wg_cluster_sync();
+    else __syncthreads();
     return ring;
 }
 // One box of a 3-D tensor map to shared memory; completion is reported to `bar` in bytes.
@@ -140,19 +173,43 @@ __device__ __forceinline__ void gk_wg_tma_load(unsigned dst, const gk_tensor_map
         "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
         : "memory");
 }
+// The same box into the shared memory of every block of the cluster in `blocks` (a bit per
+// rank), at address `dst` of each; each block's barrier at `bar` counts the bytes it receives.
+__device__ __forceinline__ void gk_wg_tma_multicast(unsigned dst, const gk_tensor_map* map,
+                                                    int c0, int c1, int c2, unsigned bar,
+                                                    unsigned short blocks) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+        "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(blocks)
+        : "memory");
+}
 
 // One stage's loads of an N-contiguous B: A's tile (BM rows x 128 bytes of K) at `a_tile`,
-// then BOXES boxes of B (a stage's K x BOX_COLS columns, BOX_BYTES each) right after it.
-template <int A_BYTES, int BOXES, int BOX_COLS, int BOX_BYTES>
+// then BOXES boxes of B (a stage's K x BOX_COLS columns, BOX_BYTES each) right after it. In a
+// cluster of CLUSTER blocks, which share B's tile, the block of rank `rank` loads its share of
+// the boxes into every block of the cluster.
+template <int A_BYTES, int BOXES, int BOX_COLS, int BOX_BYTES, int CLUSTER = 1>
 __device__ __forceinline__ void gk_wg_load_stage(unsigned a_tile, const gk_tensor_map* a_map,
                                                  const gk_tensor_map* b_map, int k, int m0,
                                                  int n0, int a_matrix, int b_matrix,
-                                                 unsigned bar) {
+                                                 unsigned bar, unsigned rank = 0) {
     gk_wg_tma_load(a_tile, a_map, k, m0, a_matrix, bar);
+    if constexpr (CLUSTER == 1) {
 #pragma unroll
-    for (int j = 0; j < BOXES; ++j)
-        gk_wg_tma_load(a_tile + A_BYTES + j * BOX_BYTES, b_map, n0 + BOX_COLS * j, k, b_matrix,
-                       bar);
+        for (int j = 0; j < BOXES; ++j)
+            gk_wg_tma_load(a_tile + A_BYTES + j * BOX_BYTES, b_map, n0 + BOX_COLS * j, k,
+                           b_matrix, bar);
+    } else {
+        static_assert(BOXES % CLUSTER == 0, "B's boxes shared evenly by the cluster's blocks");
+        constexpr int SHARE = BOXES / CLUSTER;
+#pragma unroll
+        for (int i = 0; i < SHARE; ++i) {
+            const int j = rank * SHARE + i;
+            gk_wg_tma_multicast(a_tile + A_BYTES + j * BOX_BYTES, b_map, n0 + BOX_COLS * j, k,
+                                b_matrix, bar, (1u << CLUSTER) - 1);
+        }
+    }
 }
 // The producer: thread 0 of warpgroup 0 (whose registers the caller has lowered to 40 with
 // setmaxnreg) keeps STAGES stages in flight. Its stages are numbered from `first` on, across
@@ -161,19 +218,19 @@ __device__ __forceinline__ void gk_wg_load_stage(unsigned a_tile, const gk_tenso
 // B's tiles of K (from (k_begin + j) * BK for the j-th of `steps`) into them (gk_wg_load_stage's
 // A_BYTES, BOXES, BOX_COLS, BOX_BYTES).
 template <int STAGES, int STAGE_BYTES, int BK, int A_BYTES, int BOXES, int BOX_COLS,
-          int BOX_BYTES>
+          int BOX_BYTES, int CLUSTER = 1>
 __device__ __forceinline__ void gk_wg_produce(const gk_wg_ring& ring, int first, int steps,
                                               int k_begin, const gk_tensor_map& a_map,
                                               const gk_tensor_map& b_map, int m0, int n0,
-                                              int a_matrix, int b_matrix) {
+                                              int a_matrix, int b_matrix, unsigned rank = 0) {
     for (int j = 0; j < steps; ++j) {
         const int i = first + j, s = i % STAGES, k = (k_begin + j) * BK;
         if (i >= STAGES) gk_wg_bar_wait(ring.empty0 + 8 * s, (i / STAGES - 1) & 1);
         const unsigned tiles = ring.smem + s * STAGE_BYTES;
         const unsigned bar = ring.full0 + 8 * s;
         gk_wg_bar_expect(bar, STAGE_BYTES);
-        gk_wg_load_stage<A_BYTES, BOXES, BOX_COLS, BOX_BYTES>(tiles, &a_map, &b_map, k, m0, n0,
-                                                              a_matrix, b_matrix, bar);
+        gk_wg_load_stage<A_BYTES, BOXES, BOX_COLS, BOX_BYTES, CLUSTER>(
+            tiles, &a_map, &b_map, k, m0, n0, a_matrix, b_matrix, bar, rank);
     }
 }
 
@@ -341,25 +398,45 @@ __device__ __forceinline__ void gk_wg_store_tile(const float (&d)[Shape::SUMS],
     }
 }
 
-// The tile of C that block column `tile` covers: groups of GK_WG_GROUP row tiles, column tiles
+// The tile of C that block column `tile` covers: groups of GROUP row tiles, column tiles
 // within a group, rows fastest.
-template <int BM, int BN>
+template <int BM, int BN, int GROUP = GK_WG_GROUP>
 __device__ __forceinline__ void gk_wg_tile_origin(int tile, int tiles_m, int tiles_n, int& m0,
                                                   int& n0) {
-    const int per_group = GK_WG_GROUP * tiles_n;
-    const int first_m = tile / per_group * GK_WG_GROUP;
-    const int rows_here = min(tiles_m - first_m, GK_WG_GROUP);
+    const int per_group = GROUP * tiles_n;
+    const int first_m = tile / per_group * GROUP;
+    const int rows_here = min(tiles_m - first_m, GROUP);
     m0 = (first_m + tile % per_group % rows_here) * BM;
     n0 = tile % per_group / rows_here * BN;
 }
 
-// --- one block's work, shared by rungs 8 and 9 ----------------------------------------------------
+// --- one block's work, shared by rungs 8, 9 and 11 -----------------------------------------------
+// A consumer warpgroup's release of the stage whose "empty" barrier is `bar`: to its own block,
+// and in a cluster to every other block (whose producer copies into this block's ring too).
+template <int CLUSTER>
+__device__ __forceinline__ void gk_wg_release(unsigned bar, unsigned rank) {
+    gk_wg_bar_arrive(bar);
+#pragma unroll
+    for (unsigned other = 1; other < CLUSTER; ++other)
+        gk_wg_bar_arrive_in(bar, (rank + other) % CLUSTER);
+}
+// The tile of C of the walk's `unit`: a tile, or in a cluster this block's tile of a group of
+// CLUSTER row tiles (groups of GK_WG_GROUP / CLUSTER of them, so a group covers as many rows).
+template <int BM, int BN, int CLUSTER>
+__device__ __forceinline__ void gk_wg_unit_origin(int unit, int units_m, int tiles_n,
+                                                  unsigned rank, int& m0, int& n0) {
+    gk_wg_tile_origin<BM * CLUSTER, BN, GK_WG_GROUP / CLUSTER>(unit, units_m, tiles_n, m0, n0);
+    m0 += rank * BM;
+}
 // The tiles of C numbered first_tile, first_tile + gridDim.x, ... below tiles_m * tiles_n
 // (gk_wg_tile_origin), each over k-steps [k_begin, k_end) of BK, 16-bit operands (TF32's tiles:
 // gk_wg_tf32_block): float32 sums stored to the matrix Cb, rounded to Out (T for rung 8, float
 // partial sums for rung 9). The ring's stages are numbered across the tiles, so the producer
 // fills the ring with a tile's first stages while the consumers store the previous tile.
-template <typename T, typename Out, typename Shape>
+// Rung 11 (CLUSTER = 2): the blocks of a cluster walk pairs of row tiles instead (the cluster's
+// number is first_tile, the clusters' count gridDim.x / 2), the block of rank r taking row tile
+// r of the pair; both share each stage's B, half of it loaded by each into both rings.
+template <typename T, typename Out, typename Shape, int CLUSTER = 1>
 __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk_tensor_map& b_map,
                                             Out* __restrict__ Cb, int M, int N, int tiles_m,
                                             int tiles_n, int first_tile, int a_matrix,
@@ -368,9 +445,13 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);  // 64 of K per stage
     constexpr int K_STEP_BYTES = 32;                       // K of one wgmma: 16 elements
     constexpr int STAGES = Shape::STAGES, STAGE_BYTES = Shape::STAGE_BYTES;
-    const int steps = k_end - k_begin, tiles = tiles_m * tiles_n;
+    const int steps = k_end - k_begin;
+    // The walk's units: tiles, or groups of CLUSTER row tiles (rows past M: zeros, not stored).
+    const int units_m = (tiles_m + CLUSTER - 1) / CLUSTER, units = units_m * tiles_n;
+    const int stride = gridDim.x / CLUSTER;
+    const unsigned rank = CLUSTER > 1 ? gk_wg_cluster_rank() : 0;
 
-    const gk_wg_ring ring = gk_wg_ring_init<STAGES>();
+    const gk_wg_ring ring = gk_wg_ring_init<STAGES, CLUSTER>();
     const unsigned smem = ring.smem, full0 = ring.full0, empty0 = ring.empty0;
 
     const int warpgroup = threadIdx.x / 128;
@@ -378,14 +459,19 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
         // Producer: one thread keeps STAGES stages of A and B in flight, tile after tile.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 0) {
-            for (int tile = first_tile, i = 0; tile < tiles; tile += gridDim.x, i += steps) {
+            for (int unit = first_tile, i = 0; unit < units; unit += stride, i += steps) {
                 int m0, n0;
-                gk_wg_tile_origin<Shape::BM, Shape::BN>(tile, tiles_m, tiles_n, m0, n0);
+                gk_wg_unit_origin<Shape::BM, Shape::BN, CLUSTER>(unit, units_m, tiles_n, rank,
+                                                                 m0, n0);
                 gk_wg_produce<STAGES, STAGE_BYTES, BK, Shape::A_BYTES, Shape::BN / 64, 64,
-                              64 * GK_WG_ROW_BYTES>(ring, i, steps, k_begin, a_map, b_map, m0,
-                                                    n0, a_matrix, b_matrix);
+                              64 * GK_WG_ROW_BYTES, CLUSTER>(ring, i, steps, k_begin, a_map,
+                                                             b_map, m0, n0, a_matrix, b_matrix,
+                                                             rank);
             }
         }
+        // In a cluster, no block leaves while its peer may still copy into it or release its
+        // stages.
+        if constexpr (CLUSTER > 1) gk_wg_cluster_sync();
         return;
     }
     // Consumers: warpgroup 1 multiplies rows 0-63 of the tile, warpgroup 2 rows 64-127; with
@@ -398,9 +484,9 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
     // Stage 0's descriptors of this warpgroup's A rows and B columns, at the first k-step.
     const u64 a_desc0 = gk_wg_desc(smem + a_rows, 16, 1024);
     const u64 b_desc0 = gk_wg_desc(smem + Shape::A_BYTES + b_cols, 64 * GK_WG_ROW_BYTES, 1024);
-    for (int tile = first_tile, i = 0; tile < tiles; tile += gridDim.x) {
+    for (int unit = first_tile, i = 0; unit < units; unit += stride) {
         int m0, n0;
-        gk_wg_tile_origin<Shape::BM, Shape::BN>(tile, tiles_m, tiles_n, m0, n0);
+        gk_wg_unit_origin<Shape::BM, Shape::BN, CLUSTER>(unit, units_m, tiles_n, rank, m0, n0);
         float d[Shape::SUMS];
 #pragma unroll
         for (int j = 0; j < Shape::SUMS; ++j) d[j] = 0.0f;
@@ -421,14 +507,16 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
             gk_wg_wait<1>();
             gk_wg_pin(d);
             if (j > 0 && threadIdx.x % 128 == 0)
-                gk_wg_bar_arrive(empty0 + 8 * ((i - 1) % STAGES));
+                gk_wg_release<CLUSTER>(empty0 + 8 * ((i - 1) % STAGES), rank);
         }
         gk_wg_wait<0>();
         gk_wg_pin(d);
         // The tile's last stage goes back too: the producer's next tile may take it.
-        if (steps > 0 && threadIdx.x % 128 == 0) gk_wg_bar_arrive(empty0 + 8 * ((i - 1) % STAGES));
+        if (steps > 0 && threadIdx.x % 128 == 0)
+            gk_wg_release<CLUSTER>(empty0 + 8 * ((i - 1) % STAGES), rank);
         gk_wg_store_tile<Out, Shape>(d, Cb, M, N, m0, n0, warpgroup, smem);
     }
+    if constexpr (CLUSTER > 1) gk_wg_cluster_sync();
 }
 
 // --- TF32's tiles: one block's work, B read as it is (rungs 8 and 9) -----------------------------
@@ -758,4 +846,42 @@ __global__ void __launch_bounds__(THREADS)
         for (int s = 1; s < splits; ++s) sum += partial[s * count + i];
         C[i] = gk_round<T>(sum);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rung 11 - multicast: rung 8's walking blocks in clusters of two that share B. Each block of
+// rung 8 loads its own 48 KiB a stage (16 of A, 32 of B) from L2; two blocks whose tiles of C
+// lie one above the other read the same 32 KiB of B. Here the two form a cluster
+// (__cluster_dims__, launched as any kernel), walk pairs of row tiles together, and each loads
+// its half of B's boxes once into both blocks' rings (TMA multicast): 32 KiB a stage a block
+// leave L2 instead of 48. A stage goes back to a producer only when the consumers of both
+// blocks are done with it (its "empty" barrier counts four warpgroups, two of them arriving from
+// the peer), and neither block exits while its peer may still copy into it or release its
+// stages. Same 128 x 256 tile, stages, epilogue and accumulation order as rung 8: results are
+// bitwise rung 8's. Measured (H200, NOTES 212): held / per call of cuBLAS in one bench run,
+// float16 8192^3 0.98 / 0.96 (rung 8 0.96 / 0.88), 4096 x 4096 x 14336 1.00 / 0.94 (0.99 /
+// 0.96), 4096^3 0.87 / 0.96 (0.89 / 1.01); bfloat16 8192^3 0.97 / 0.92 (0.93 / 0.86). In an
+// interleaved A/B of 16 products rung 8's time over this rung's was 0.89-1.04 held, never
+// ahead in every round by more than the rounds' spread: `auto` does not take it. Releasing the
+// peer's stages with release at the cluster's scope ran at 0.53-0.62 of rung 8.
+constexpr int GK_WG_CLUSTER = 2;
+template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
+__global__ void __cluster_dims__(GK_WG_CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
+    matmul_multicast(const __grid_constant__ gk_tensor_map a_map,
+                     const __grid_constant__ gk_tensor_map b_map, T* __restrict__ C, int M,
+                     int N, int K, int tiles_m, int tiles_n, int a_batched, int b_batched) {
+    static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>() && BM == 128 &&
+                      BN == 256 && sizeof(T) == 2,
+                  "the host's geometry is the layout this kernel is written for: 16-bit types, "
+                  "128 x 256 tiles");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
+    const int matrix = blockIdx.y;
+    gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>, GK_WG_CLUSTER>(
+        a_map, b_map, C + (i64)matrix * M * N, M, N, tiles_m, tiles_n,
+        blockIdx.x / GK_WG_CLUSTER, a_batched ? matrix : 0, b_batched ? matrix : 0, 0,
+        (K + BK - 1) / BK);
+#else
+    asm volatile("trap;");  // sm_90a only: the host launches this rung on compute capability 9.0
+#endif
 }

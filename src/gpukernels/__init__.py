@@ -11,7 +11,7 @@ Each operation is a ladder of kernels, from the textbook version to faster rungs
 True
 >>> gk.methods("matmul")
 ('naive', 'tiled', 'blocked_1d', 'blocked_2d', 'warp_tiled', 'large_tile', 'mma', 'wgmma',
- 'split_k', 'gemv')
+ 'split_k', 'gemv', 'multicast')
 """
 
 from importlib.metadata import PackageNotFoundError, version

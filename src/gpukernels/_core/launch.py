@@ -12,6 +12,8 @@ from __future__ import annotations
 import array as _array
 import builtins
 import contextlib
+import ctypes
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from . import device as _device
 __all__ = ["Launch", "KernelCall", "Array", "StreamArray", "LaunchRecord", "record_launches",
            "PLANS", "PlanCache", "ceil_div", "index_type", "span", "prepare_out", "finish_out",
            "INDEX_SCALARS", "MAX_GRID_X", "MAX_GRID_YZ", "allow_shared_memory", "track_launches",
-           "force_index_limit", "dry_run", "resident_blocks"]
+           "force_index_limit", "dry_run", "resident_blocks", "resident_clusters"]
 
 # CUDA's grid limits: gridDim.x up to 2^31 - 1, gridDim.y and gridDim.z up to 65535.
 MAX_GRID_X = 2**31 - 1
@@ -123,6 +125,50 @@ def resident_blocks(source: Any, instance: str, threads: int, shared_mem: int = 
     kernel = source.function(instance)
     return builtins.max(1, int(_in_context(lambda: occupancyMaxActiveBlocksPerMultiprocessor(
         kernel.kernel.ptr, int(threads), int(shared_mem)))))
+
+
+class _LaunchConfig(ctypes.Structure):
+    """The driver's CUlaunchConfig (cuda.h): grid, block, dynamic shared memory, stream and
+    launch attributes."""
+
+    _fields_ = [("grid_x", ctypes.c_uint), ("grid_y", ctypes.c_uint), ("grid_z", ctypes.c_uint),
+                ("block_x", ctypes.c_uint), ("block_y", ctypes.c_uint),
+                ("block_z", ctypes.c_uint), ("shared_mem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attributes", ctypes.c_void_p),
+                ("attribute_count", ctypes.c_uint)]
+
+
+@functools.cache
+def _max_active_clusters() -> Any:
+    """The driver's cuOccupancyMaxActiveClusters, through ctypes (CuPy does not wrap it)."""
+    function = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
+    function.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p,
+                         ctypes.POINTER(_LaunchConfig)]
+    function.restype = ctypes.c_int
+    return function
+
+
+def resident_clusters(source: Any, instance: str, threads: int, shared_mem: int,
+                      cluster: int) -> int:
+    """Clusters of ``cluster`` blocks of ``threads`` threads of kernel ``instance`` (compiled
+    with that cluster size, ``__cluster_dims__``) that the current device runs at once: the
+    driver's count, which knows how the SMs are grouped (a cluster's blocks share one GPC).
+    A grid of persistent clusters sized past it would run its last clusters after the others
+    have finished their walks. RuntimeError where the driver cannot say."""
+    kernel = source.function(instance)
+    allow_shared_memory(kernel, shared_mem)
+    config = _LaunchConfig(cluster * _device.multiprocessor_count(), 1, 1, threads, 1, 1,
+                           shared_mem, None, None, 0)
+    count = ctypes.c_int(0)
+    status = _max_active_clusters()(ctypes.byref(count), kernel.kernel.ptr, ctypes.byref(config))
+    if status == CUDA_ERROR_INVALID_CONTEXT:  # a thread with no context yet (see _in_context)
+        _bind_current_device()
+        status = _max_active_clusters()(ctypes.byref(count), kernel.kernel.ptr,
+                                        ctypes.byref(config))
+    if status != 0 or count.value < 1:
+        raise RuntimeError(f"{instance}: the driver could not count the resident clusters of "
+                           f"{cluster} blocks (CUresult {status}, count {count.value})")
+    return count.value
 
 
 @dataclass(frozen=True)

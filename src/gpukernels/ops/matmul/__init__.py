@@ -32,6 +32,7 @@ from ..._core.launch import (
     power_of_two,
     prepare_out,
     resident_blocks,
+    resident_clusters,
     span,
     stream_buffers,
 )
@@ -344,6 +345,12 @@ class _Wgmma:
             blocks = tiles_m * tiles_n
             if self.shape.persistent_blocks:  # each block walks the tiles
                 blocks = builtins.min(blocks, self.shape.persistent_blocks)
+            cluster = self.shape.cluster
+            if cluster > 1:  # clusters walk groups of `cluster` row tiles, as many as run at once
+                units = ceil_div(tiles_m, cluster) * tiles_n
+                blocks = cluster * builtins.min(units, resident_clusters(
+                    self.shape.rung.source, self.instance, self.shape.block[0],
+                    self.shape.shared_mem, cluster))
             call = self.calls[key] = KernelCall(
                 self.shape.rung.source, self.instance, (blocks, count, self.shape.splits),
                 self.shape.block, args, self.shape.shared_mem, self.shape.rung.name)

@@ -98,6 +98,9 @@ class Shape:
     #: wgmma's 16-bit types: at most this many blocks per matrix, each taking tiles
     #: blockIdx.x, blockIdx.x + gridDim.x, ... (0: a block per tile)
     persistent_blocks: int = 0
+    #: multicast: blocks per cluster, each cluster walking groups of this many row tiles (its
+    #: grid as many clusters as the device runs at once, :func:`resident_clusters`)
+    cluster: int = 1
 
     def instance(self, index: str, aligned: bool = False, layout: int = 0) -> str:
         """The kernel instance for an index type and the operands' alignment (the SIMT rungs
@@ -457,6 +460,28 @@ def plan_wgmma(p: Problem) -> Shape:
                  compute, False, persistent_blocks=persistent)
 
 
+# --- rung 11: multicast (kernels/matmul/wgmma.cu) ----------------------------------------------
+
+#: Blocks per cluster of the multicast rung (wgmma.cu's GK_WG_CLUSTER): two tiles of C one above
+#: the other, which share each stage's B.
+MULTICAST_CLUSTER = 2
+#: Its one tile: wgmma's widest, whose 32 KiB of B a stage the two blocks share.
+MULTICAST_TILE = (128, 256)
+
+
+def plan_multicast(p: Problem) -> Shape:
+    """float16 and bfloat16 on compute capability 9.0: 128 x 256 tiles in clusters of two
+    (wgmma.cu's rung 11), every cluster walking pairs of row tiles; the wrapper sizes the grid
+    to the clusters the device runs at once."""
+    if p.dtype not in HALF_TYPES:
+        raise TypeError(f"the multicast rung multiplies float16 and bfloat16; the result dtype "
+                        f"here is {p.dtype} (TF32 products run on mma, wgmma and split_k)")
+    compute = _check_hopper(p, "multicast")
+    return Shape(LADDER["multicast"], (WGMMA_THREADS, 1, 1), MULTICAST_TILE,
+                 wgmma_shared_bytes(MULTICAST_TILE), compute, False,
+                 cluster=MULTICAST_CLUSTER)
+
+
 # --- rung 9: split_k (kernels/matmul/wgmma.cu) -----------------------------------------------------
 
 #: A slice of K is at least this many stages (256 of K for 16-bit types), so that its pipeline
@@ -546,7 +571,7 @@ def _gemv_groups() -> tuple:
 
 
 #: The Hopper rungs, which share wgmma.cu's block, launch path and geometry.
-HOPPER_RUNGS = ("wgmma", "split_k")
+HOPPER_RUNGS = ("wgmma", "split_k", "multicast")
 _INSTANCE = {**{name: _simt_instance(name) for name in SIMT}, "mma": _mma_instance}
 
 
@@ -643,6 +668,16 @@ LADDER = Ladder("matmul", (
          MMA_SOURCE, "matmul_gemv", _gemv_groups(), plan_gemv,
          Needs(capability=TENSOR_CORE_CAPABILITY, dtypes="float16 and bfloat16",
                layout="M, N and K below 2**31; fast for M of at most 16")),
+    Rung("multicast", "wgmma's walking blocks in clusters of two that share B: tiles one "
+                      "above the other, each block loading half of every stage's B into both "
+                      "(TMA multicast); 128x256 tiles, float16 and bfloat16",
+         WGMMA_SOURCE, "matmul_multicast",
+         tuple(WGMMA_SOURCE.add(f"multicast {TENSOR_CORE_C_TYPES[c]}",
+                                [hopper_instance("multicast", c, MULTICAST_TILE)], eager=False)
+               for c in HALF_TYPES),
+         plan_multicast,
+         Needs(only_capability=WGMMA_CAPABILITY, dtypes="float16 and bfloat16",
+               layout="M, N and K below 2**31")),
 ))
 
 
