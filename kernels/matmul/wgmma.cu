@@ -860,10 +860,10 @@ __global__ void __launch_bounds__(THREADS)
 // stages. Same 128 x 256 tile, stages, epilogue and accumulation order as rung 8: results are
 // bitwise rung 8's. Measured (H200, NOTES 212): held / per call of cuBLAS in one bench run,
 // float16 8192^3 0.98 / 0.96 (rung 8 0.96 / 0.88), 4096 x 4096 x 14336 1.00 / 0.94 (0.99 /
-// 0.96), 4096^3 0.87 / 0.96 (0.89 / 1.01); bfloat16 8192^3 0.97 / 0.92 (0.93 / 0.86). In an
-// interleaved A/B of 16 products rung 8's time over this rung's was 0.89-1.04 held, never
-// ahead in every round by more than the rounds' spread: `auto` does not take it. Releasing the
-// peer's stages with release at the cluster's scope ran at 0.53-0.62 of rung 8.
+// 0.96), 4096^3 0.87 / 0.96 (0.89 / 1.01); bfloat16 8192^3 0.97 / 0.92 (0.93 / 0.86). Timed in
+// turn with rung 8 over 16 products, it ran 0.89-1.04 times as fast held and led in no product
+// by more than the spread between rounds: `auto` does not take it. Releasing the peer's stages
+// with release at the cluster's scope ran at 0.53-0.62 of rung 8.
 constexpr int GK_WG_CLUSTER = 2;
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
 __global__ void __cluster_dims__(GK_WG_CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
