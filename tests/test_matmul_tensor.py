@@ -473,16 +473,21 @@ GEMV_SHAPES = [(1, 1, 1), (1, 16, 64), (1, 17, 65), (7, 129, 63), (8, 300, 8), (
 
 @pytest.mark.parametrize("dtype", [numpy.dtype(numpy.float16), BFLOAT16], ids=str)
 @pytest.mark.parametrize("layout", ["as-is", "b-unaligned", "b-column-major", "batched",
-                                    "reversed"])
+                                    "reversed", "a-strided"])
 @pytest.mark.parametrize("shape", GEMV_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_gemv_products_of_few_rows(shape, layout, dtype, rng):
     # Every layout of B the rung reads (16-byte words, elements one at a time), splits of K
-    # folded by the last block, results poisoned first and repeated bit for bit.
+    # folded by the last block, results poisoned first and repeated bit for bit. Where K is a
+    # multiple of 8 and A's rows are whole words, blocks whose 64 columns lie inside N take
+    # the loop of whole words and the last column tile the one that checks each edge; A read
+    # every other element ("a-strided") sends every block to the latter.
     M, K, N = shape
     a = reference.random_array((M, K), dtype, rng)
     b = reference.random_array((K, N), dtype, rng)
     da, db = cupy.asarray(a), cupy.asarray(b)
-    if layout == "b-unaligned":  # rows start one element past 16-byte boundaries
+    if layout == "a-strided":
+        da = cupy.asarray(numpy.repeat(a, 2, axis=1))[:, ::2]
+    elif layout == "b-unaligned":  # rows start one element past 16-byte boundaries
         db = cupy.asarray(numpy.concatenate([numpy.zeros(1, dtype), b.ravel()]))[1:].reshape(K, N)
     elif layout == "b-column-major":
         db = cupy.ascontiguousarray(db.T).T
@@ -514,16 +519,18 @@ def test_gemv_decode_step_splits_k(M, rng):
 
 @pytest.mark.parametrize("dtype", [numpy.dtype(numpy.float16), BFLOAT16], ids=str)
 @pytest.mark.parametrize("M", [1, 16])
-def test_auto_reads_w_transposed_in_gemv(M, dtype, rng):
+@pytest.mark.parametrize("K", [4099, 4096])
+def test_auto_reads_w_transposed_in_gemv(K, M, dtype, rng):
     # x @ W.T with W row-major (a linear layer's decode step): B's columns are K-contiguous.
     # auto takes gemv (on Hopper too, where wgmma and split_k would copy B every call), which
     # reads the columns as whole 8-byte words (its LAYOUT 2). W's rows are 4104 elements
-    # apart and K = 4099 of them are read: the last word of each column is read in part.
-    K, N = 4099, 1000
+    # apart; K = 4099 of them read: the last word of each column is read in part; K = 4096:
+    # 15 column tiles of whole words and a last one of 40 columns.
+    N = 1000
     a = reference.random_array((M, K), dtype, rng)
     w = reference.random_array((N, K), dtype, rng)
     da = cupy.asarray(a)
-    padded = numpy.zeros((N, K + 5), dtype)
+    padded = numpy.zeros((N, 4104), dtype)
     padded[:, :K] = w
     dw = cupy.asarray(padded)[:, :K]
     out = poisoned((M, N), dtype)

@@ -639,14 +639,23 @@ __global__ void __launch_bounds__(THREADS, 2)
 // columns (B = W^T of a row-major W, as in x @ W.T): a lane loads k = 4t .. 4t + 3 of each of
 // its 8 columns as one word, its fragment slots 2t, 2t + 1, 2t + 8 and 2t + 9 standing for
 // those four k (A's staged words read in that order too), so the four lanes of a column read
-// 32 contiguous bytes and the pairs need no permutes.
+// 32 contiguous bytes and the pairs need no permutes. The main loop has two forms, chosen per
+// block: where B is read in words, the block's 64 columns lie inside N, A's rows are whole
+// words and K is a multiple of 8, every load of B and A is one instruction under one
+// predicate (B's through the non-coherent path, not kept in L1: each block reads its B once);
+// other blocks check each word's edges and read partial words element by element. With that
+// code in the one loop, a pass of three steps took about 2000 instructions (sm_90) against
+// 330 now; the new form takes 8-10% less time, of which the cache hint is 1.5-4.5 points.
 // Measured (H100, float16, 8192 x 8192; NOTES 154): held, of cuBLAS, one row 0.89 -> 0.91-0.92
 // with the geometry by MT above (256 threads and three steps in flight before), level with
 // rung 9's split_k; sixteen rows 0.82 -> 0.83-0.84 (split_k 0.88-0.90). One launch where
 // split_k takes two: per call 3-6% ahead of it at 1 and 8 rows, so auto takes this rung for
 // up to 8 rows on Hopper too; of a device copy, one row 0.93 held, 0.81 per call. LAYOUT 2
 // (x @ W.T, NOTES 161): 1 x 8192 x 8192 0.093 -> 0.061 ms held (cuBLAS 0.049), level with
-// cuBLAS per call; the Hopper rungs copy such a B every call (0.56 ms).
+// cuBLAS per call; the Hopper rungs copy such a B every call (0.56 ms). The loop of whole words
+// (H200, NOTES 216), held: 1 x 8192 x 8192 42.3 -> 39.0 us (0.79 -> 0.86 of a device copy;
+// bench: 0.91 held, 0.78 per call), 16 rows 47.1 -> 42.9, 1 x 4096 x 14336 44.2 -> 40.1, the
+// same through W^T 59.8 -> 48.7.
 // ---------------------------------------------------------------------------------------------
 // 8 consecutive 16-bit elements of one row of B (zeros past N or outside the K range).
 template <typename T, bool ALIGNED>
@@ -676,6 +685,21 @@ __device__ __forceinline__ unsigned gk_gemv_load_a_pair(const T* __restrict__ ro
     const unsigned lo = k < k_end ? __ldg(p + k * col_stride) : 0u;
     const unsigned hi = k + 1 < k_end ? __ldg(p + (k + 1) * col_stride) : 0u;
     return lo | (hi << 16);
+}
+
+// A word of B, which each block reads once: through the non-coherent path, not kept in L1.
+__device__ __forceinline__ uint4 gk_gemv_stream16(const void* p) {
+    uint4 w;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w) : "l"(p));
+    return w;
+}
+
+__device__ __forceinline__ uint2 gk_gemv_stream8(const void* p) {
+    uint2 w;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w.x), "=r"(w.y)
+                 : "l"(p));
+    return w;
 }
 
 __device__ __forceinline__ unsigned gk_gemv_word(const uint4& w, int j) {
@@ -730,8 +754,27 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
     // + 9 (pair t + 4); its columns n .. n + 7. A ring of DEPTH steps: the loads of the step
     // DEPTH - 1 ahead go out before each step's products.
     // LAYOUT 2: r[i] holds k = kb + 4t .. + 3 of columns n + 2i (x, y) and n + 2i + 1 (z, w).
-    auto load = [&](uint4 (&r)[4], int kb) {
-        if constexpr (LAYOUT == 2) {
+    auto load = [&](uint4 (&r)[4], int kb, bool whole) {
+        if (LAYOUT == 2 && whole) {
+            const unsigned short* col = reinterpret_cast<const unsigned short*>(Bm) +
+                                        (i64)n * b_col_stride + kb + 4 * t;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                uint2 lo = make_uint2(0u, 0u), hi = make_uint2(0u, 0u);
+                if (kb + 4 * t < k_end) {
+                    lo = gk_gemv_stream8(col + 2 * i * b_col_stride);
+                    hi = gk_gemv_stream8(col + (2 * i + 1) * b_col_stride);
+                }
+                r[i] = make_uint4(lo.x, lo.y, hi.x, hi.y);
+            }
+        } else if (LAYOUT == 1 && whole) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int k = kb + 2 * t + (i & 1) + 8 * (i >> 1);
+                r[i] = k < k_end ? gk_gemv_stream16(Bm + k * b_row_stride + n)
+                                 : make_uint4(0u, 0u, 0u, 0u);
+            }
+        } else if constexpr (LAYOUT == 2) {
             const unsigned short* col = reinterpret_cast<const unsigned short*>(Bm) +
                                         (i64)n * b_col_stride;
 #pragma unroll
@@ -757,14 +800,16 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
     __shared__ uint4 a_tiles[WARPS][MB][3];
     const bool a_words = a_col_stride == 1 && a_row_stride % 8 == 0 &&
                          reinterpret_cast<unsigned long long>(Am) % 16 == 0;
-    auto stage_a = [&](int kb) {
+    auto stage_a = [&](int kb, bool whole) {
         __syncwarp();  // every lane has read the step before
         if (lane < 2 * MB) {
             const int row = lane >> 1, k = kb + 8 * (lane & 1);
             uint4 w = make_uint4(0u, 0u, 0u, 0u);
             if (row < M - m0) {
                 const T* p = Am + row * a_row_stride;
-                if (a_words && k + 8 <= k_end) {
+                if (whole) {
+                    if (k < k_end) w = __ldg(reinterpret_cast<const uint4*>(p + k));
+                } else if (a_words && k + 8 <= k_end) {
                     w = __ldg(reinterpret_cast<const uint4*>(p + k));
                 } else {
                     w.x = gk_gemv_load_a_pair(p, k, k_end, a_col_stride);
@@ -777,8 +822,8 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
         }
         __syncwarp();
     };
-    auto step = [&](const uint4 (&r)[4], int kb) {
-        stage_a(kb);
+    auto step = [&](const uint4 (&r)[4], int kb, bool whole) {
+        stage_a(kb, whole);
         const unsigned* a_rows = reinterpret_cast<const unsigned*>(a_tiles[warp]);
         // A's pairs: rows m0 + 8 mt + g; columns kb + 2t (+ 8) (LAYOUT 2: kb + 4t (+ 2))
         unsigned b[MT][2];
@@ -808,15 +853,26 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
     };
     constexpr int STEP = WARPS * GK_GEMV_ROWS;
     const int first = k_begin + warp * GK_GEMV_ROWS;
-    uint4 ring[DEPTH][4];
+    auto main_loop = [&](bool whole) {
+        uint4 ring[DEPTH][4];
 #pragma unroll
-    for (int d = 0; d < DEPTH - 1; ++d) load(ring[d], first + d * STEP);
-    for (int kb = first; kb < k_end; kb += DEPTH * STEP) {
+        for (int d = 0; d < DEPTH - 1; ++d) load(ring[d], first + d * STEP, whole);
+        for (int kb = first; kb < k_end; kb += DEPTH * STEP) {
 #pragma unroll
-        for (int d = 0; d < DEPTH; ++d) {  // steps past k_end load nothing and add zeros
-            load(ring[(d + DEPTH - 1) % DEPTH], kb + (d + DEPTH - 1) * STEP);
-            step(ring[d], kb + d * STEP);
+            for (int d = 0; d < DEPTH; ++d) {  // steps past k_end load nothing and add zeros
+                load(ring[(d + DEPTH - 1) % DEPTH], kb + (d + DEPTH - 1) * STEP, whole);
+                step(ring[d], kb + d * STEP, whole);
+            }
         }
+    };
+    // Blocks of whole words take the loop whose every load is one instruction under one
+    // predicate: B read in words (LAYOUT 1 or 2) with all 64 columns inside N, A's rows whole
+    // words, and K a multiple of 8 (a step's words then lie wholly inside or outside [k_begin,
+    // k_end)). Other blocks check each word's edges and load element by element where needed.
+    if (LAYOUT != 0 && n0 + GK_GEMV_COLS <= N && a_words && K % 8 == 0) {
+        main_loop(true);
+    } else {
+        main_loop(false);
     }
     // acc[mt][j]: (column n + 2j, row m0 + 8 mt + 2t), (n + 2j, + 1), (n + 2j + 1, 2t),
     // (n + 2j + 1, 2t + 1); the tile's element (row r, column c) is warp_sums[.][r * 64 + c].
