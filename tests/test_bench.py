@@ -790,6 +790,17 @@ def test_the_suite_summary_gives_minimum_and_geometric_mean():
     assert synthetic_result().summary() == ""
 
 
+def test_decode_products_timed_outside_the_suite_are_given_against_a_copy():
+    # `bench matmul --shapes 1x8192x8192` without --suite: no suite figures, but the decode
+    # product still as a fraction of a device copy.
+    rows = [dataclasses.replace(r, sweep="odd") for r in suite_rows() if r.case == "1x8192x8192"]
+    text = OPERATIONS["matmul"].bench.summary(rows)
+    assert "Shape suite" not in text and "Decode products" in text
+    decode = next(line for line in text.splitlines() if line.startswith("float16   auto"))
+    moved = 2 * 8192 * 8192 + 4 * 8192
+    assert float(decode.split()[3]) == pytest.approx(moved / 0.2e-3 / 1e9 / 3000, abs=0.005)
+
+
 def test_the_suite_plots_ratios_against_work():
     pytest.importorskip("matplotlib")
     figure = BenchResult(suite_rows(), ENVIRONMENT).plot("matmul")

@@ -204,14 +204,17 @@ def _copy_rate(x: Any) -> float:
 def suite_summary(rows: Sequence[Any]) -> str:
     """The shape suite in a few figures: per dtype and rung, the minimum and geometric mean of
     the ratio to the ceiling (held and per call) over the suite's products, with the worst
-    shape; then each decode product as a fraction of a device copy (bytes read + written)."""
-    suite = [r for r in rows if r.sweep in ("suite", "named") and r.status == "ok"
-             and math.isfinite(r.ratio) and r.ratio > 0]
-    if not suite:
-        return ""
-    lines = ["", "Shape suite: ratio to the ceiling over every product (held / per call)",
-             f"{'dtype':9} {'method':26} {'shapes':>6}  {'min held':>8} {'geomean held':>12}  "
-             f"{'min call':>8} {'geomean call':>12}  worst shape (held)"]
+    shape; then each decode product timed, in the suite or not (``--shapes``), as a fraction
+    of a device copy (bytes read + written)."""
+    timed = [r for r in rows if r.status == "ok" and math.isfinite(r.ratio) and r.ratio > 0]
+    suite = [r for r in timed if r.sweep in ("suite", "named")]
+    decode = [r for r in timed if "copy_gbps" in r.notes]
+    lines = []
+    if suite:
+        lines += ["", "Shape suite: ratio to the ceiling over every product (held / per call)",
+                  f"{'dtype':9} {'method':26} {'shapes':>6}  {'min held':>8} "
+                  f"{'geomean held':>12}  {'min call':>8} {'geomean call':>12}  "
+                  "worst shape (held)"]
     for dtype in dict.fromkeys(r.dtype for r in suite):
         for method in dict.fromkeys(r.method for r in suite if r.dtype == dtype):
             mine = [r for r in suite if r.dtype == dtype and r.method == method]
@@ -221,7 +224,6 @@ def suite_summary(rows: Sequence[Any]) -> str:
             lines.append(f"{dtype:9} {method:26} {len(mine):6d}  {min(held):8.2f} "
                          f"{_geomean(held):12.2f}  {min(call, default=math.nan):8.2f} "
                          f"{_geomean(call):12.2f}  {worst.case}")
-    decode = [r for r in suite if "copy_gbps" in r.notes]
     if decode:
         lines += ["", "Decode products: bytes read + written per second, as a fraction of a "
                       "device copy (held / per call)"]
