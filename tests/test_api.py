@@ -380,8 +380,16 @@ def test_matmul_auto_tensor_rung_by_compute_capability(capability, expected):
             assert matmul_rungs.split_k_slices(product, numpy.dtype("float16"))[0] >= 2
             assert matmul_rungs.choose(product).name == (hopper if expected == "wgmma"
                                                          else "mma")
-    # Past wgmma's 32-bit extents, auto stays on mma.
+    # Past the 32-bit tensor-core kernels' extents (gemv's and the Hopper rungs'), auto stays
+    # on mma, whatever M; just below them it takes what it takes at smaller sizes.
+    bound = matmul_rungs.TENSOR_CORE_32_BIT_EXTENT
     assert matmul_rungs.choose(_problem(capability, shape=(1, 16, 16, 2**31))).name == "mma"
+    for dtype in ("float16", floats.BFLOAT16):
+        for shape in ((1, 1, 1, bound), (1, 16, 8, bound), (1, 1, bound, 8), (1, bound, 1, 8)):
+            assert matmul_rungs.choose(_problem(capability, dtype, "highest", shape)).name == \
+                "mma", shape
+        decode = matmul_rungs.choose(_problem(capability, dtype, "highest", (1, 1, 1, bound - 1)))
+        assert decode.name == "gemv"
     # Below 8.0 (no tensor cores) float16 runs on the SIMT rungs.
     assert matmul_rungs.choose(_problem(75, "float16", "highest")).name in ("warp_tiled",
                                                                               "large_tile")
@@ -486,6 +494,16 @@ def test_matmul_wgmma_needs_hopper_and_32_bit_extents():
         wgmma.plan(_problem(80, shape=(1, 64, 64, 64)))
     with pytest.raises(ValueError, match=r"below 2\*\*31"):
         wgmma.plan(_problem(90, shape=(1, 2**31, 1, 8)))
+    # The 32-bit kernels' bound, on every extent and every rung that has it; one below it plans.
+    bound = matmul_rungs.TENSOR_CORE_32_BIT_EXTENT
+    for name in ("wgmma", "split_k", "multicast", "gemv"):
+        rung = matmul_rungs.LADDER[name]
+        for shape in ((1, bound, 8, 8), (1, 8, bound, 8), (1, 8, 8, bound)):
+            with pytest.raises(ValueError, match=r"below 2\*\*31 - 2\*\*27.*method='mma'"):
+                rung.plan(_problem(90, "float16", "highest", shape))
+        assert rung.plan(_problem(90, "float16", "highest", (1, 8, 8, bound - 1))).rung is rung
+    assert matmul_rungs.LADDER["mma"].plan(_problem(90, "float16", "highest",
+                                                    (1, 8, 8, bound))).rung.name == "mma"
     with pytest.raises(ValueError, match="precision='tf32'"):
         wgmma.plan(_problem(90, precision="highest", shape=(1, 8, 8, 8)))
     with pytest.raises(TypeError, match="float64"):

@@ -31,7 +31,8 @@ from edges_helpers import (
     require_free_gpu_memory,
 )
 from gpukernels._core import launch as _launch
-from gpukernels._core.device import multiprocessor_count
+from gpukernels._core.device import compute_capability, multiprocessor_count
+from gpukernels.ops.matmul import rungs as matmul_rungs
 from gpukernels.ops.reduce import rungs as reduce_rungs
 from gpukernels.validation import poisoned
 
@@ -109,6 +110,33 @@ def test_matmul_extreme_dimensions(method, case, dtype, rng):
                                                             b.astype(cupy.float64)))
     outside = int(cupy.count_nonzero(~(error <= _matmul_bound_on_gpu(a, b, dtype))))
     assert outside == 0, f"{method} {label} random: {outside} elements outside the error bound"
+
+
+@large
+@slow
+def test_matmul_16_bit_with_k_past_the_32_bit_tensor_core_kernels():
+    # K = 2**31 - 2**27: past what gemv and the Hopper rungs index in 32 bits (their sums of K
+    # and a split's rows or a stage's 64 would wrap), so auto takes mma, which widens its
+    # indices. A (1, K) of zeros but three planted values against a B of ones: the product is
+    # exactly 7 whatever the order of the sums, and a dropped range of K or no K at all shows.
+    if compute_capability() < matmul_rungs.TENSOR_CORE_CAPABILITY:
+        pytest.skip("the tensor-core rungs need compute capability 8.0")
+    K = matmul_rungs.TENSOR_CORE_32_BIT_EXTENT
+    require_free_gpu_memory(4 * K + 2**30)
+    a = cupy.zeros((1, K), dtype=cupy.float16)
+    a[0, 0], a[0, K // 2], a[0, K - 1] = 1, 2, 4
+    b = cupy.ones((K, 1), dtype=cupy.float16)
+    hopper = compute_capability() == matmul_rungs.WGMMA_CAPABILITY
+    for method in ("gemv", "wgmma", "split_k", "multicast") if hopper else ("gemv",):
+        with pytest.raises(ValueError, match=r"below 2\*\*31 - 2\*\*27"):
+            gk.matmul(a, b, method=method)
+    out = poisoned((1, 1), numpy.float16)
+    with _launch.record_launches() as launches:
+        assert gk.matmul(a, b, out=out) is out
+    assert {launch.rung for launch in launches} == {"mma"}, launches
+    assert float(out[0, 0]) == 7.0, float(out[0, 0])
+    del a, b
+    release_gpu_memory()
 
 
 # Partial reductions over the same shapes: every output reduces a column of 2**24 or 2240000

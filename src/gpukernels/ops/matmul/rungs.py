@@ -235,6 +235,17 @@ def plan_mma(p: Problem) -> Shape:
     return Shape(LADDER["mma"], (MMA_THREADS, 1, 1), MMA_TILE, MMA_SHARED_BYTES, compute, True)
 
 
+#: The 32-bit kernels of the tensor-core rungs (gemv, and the Hopper rungs wgmma, split_k and
+#: multicast) add to K and N in 32-bit arithmetic: a split's rows to its first row, a stage's
+#: 64 to K when counting stages, the steps in flight to a warp's row, a tile's width to its
+#: first column. Below this bound none of those sums passes 2**31 - 1. Past it they wrap:
+#: from K = 2**31 - 63 the Hopper rungs count no stage (C all zeros), and from within about
+#: 70000 of 2**31 gemv's last split of K ends before it begins (its terms dropped), with no
+#: error (read from the kernels and their PTX; NOTES 217). Larger products run on mma, whose
+#: index type widens to 64 bits where they need it.
+TENSOR_CORE_32_BIT_EXTENT = 2**31 - 2**27
+
+
 # --- rung 10: gemv (kernels/matmul/mma.cu) --------------------------------------------------------------
 
 #: Geometry by the rows of C a block computes (:func:`gemv_rows`): (threads, steps of B in
@@ -310,8 +321,9 @@ def plan_gemv(p: Problem) -> Shape:
         raise TypeError(f"the gemv rung multiplies float16 and bfloat16; the result dtype here "
                         f"is {p.dtype} (TF32 products run on mma, wgmma and split_k)")
     compute = _check_tensor_cores(p, "gemv")
-    if max(p.M, p.N, p.K) >= 2**31:
-        raise ValueError("the gemv rung takes M, N and K below 2**31")
+    if max(p.M, p.N, p.K) >= TENSOR_CORE_32_BIT_EXTENT:
+        raise ValueError(f"the gemv rung takes M, N and K below 2**31 - 2**27; this product "
+                         f"is {p.M}x{p.K} @ {p.K}x{p.N} (method='mma' takes it)")
     rows = gemv_rows(p.M)
     return Shape(LADDER["gemv"], (GEMV_GEOMETRY[rows][0], 1, 1), (rows, GEMV_COLS), 0, compute,
                  True)
@@ -395,8 +407,8 @@ def hopper_instance(name: str, compute: numpy.dtype, tile: tuple[int, int]) -> s
 
 
 def wgmma_fits(p: Problem) -> bool:
-    """The wgmma kernel indexes with 32-bit M, N, K (and TMA's coordinates are 32-bit)."""
-    return max(p.M, p.N, p.K) < 2**31
+    """The Hopper kernels index with 32-bit M, N, K (and TMA's coordinates are 32-bit)."""
+    return max(p.M, p.N, p.K) < TENSOR_CORE_32_BIT_EXTENT
 
 
 def _check_hopper(p: Problem, name: str) -> numpy.dtype:
@@ -405,8 +417,8 @@ def _check_hopper(p: Problem, name: str) -> numpy.dtype:
         raise ValueError(f"the rung {name!r} runs on compute capability 9.0 (Hopper, sm_90a) "
                          f"only; this GPU has {p.capability / 10:.1f}")
     if not wgmma_fits(p):
-        raise ValueError(f"the rung {name!r} takes M, N and K below 2**31; this product is "
-                         f"{p.M}x{p.K} @ {p.K}x{p.N}")
+        raise ValueError(f"the rung {name!r} takes M, N and K below 2**31 - 2**27; this "
+                         f"product is {p.M}x{p.K} @ {p.K}x{p.N} (method='mma' takes it)")
     return compute
 
 
@@ -650,7 +662,7 @@ LADDER = Ladder("matmul", (
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
                dtypes="float16 and bfloat16, or float32 as TF32",
-               layout="M, N and K below 2**31",
+               layout="M, N and K below 2**31 - 2**27",
                precision="float32 only with precision='tf32'")),
     Rung("split_k", "wgmma's block over slices of K where the tiles of C are fewer than the "
                     "SMs: float32 partial tiles, then their sum in slice order, rounded once",
@@ -658,7 +670,7 @@ LADDER = Ladder("matmul", (
          _hopper_groups("split_k", WGMMA_TILES), plan_split_k,
          Needs(only_capability=WGMMA_CAPABILITY,
                dtypes="float16 and bfloat16, or float32 as TF32",
-               layout="M, N and K below 2**31",
+               layout="M, N and K below 2**31 - 2**27",
                precision="float32 only with precision='tf32'")),
     Rung("gemv", "a few rows of A (decode steps): each warp streams 16 x 64 tiles of B from "
                  "global memory into mma.sync as they are (B^T A^T, pairs by byte permutes; "
@@ -667,7 +679,7 @@ LADDER = Ladder("matmul", (
                  "block to finish",
          MMA_SOURCE, "matmul_gemv", _gemv_groups(), plan_gemv,
          Needs(capability=TENSOR_CORE_CAPABILITY, dtypes="float16 and bfloat16",
-               layout="M, N and K below 2**31; fast for M of at most 16")),
+               layout="M, N and K below 2**31 - 2**27; fast for M of at most 16")),
     Rung("multicast", "wgmma's walking blocks in clusters of two that share B: tiles one "
                       "above the other, each block loading half of every stage's B into both "
                       "(TMA multicast); 128x256 tiles, float16 and bfloat16",
@@ -677,7 +689,7 @@ LADDER = Ladder("matmul", (
                for c in HALF_TYPES),
          plan_multicast,
          Needs(only_capability=WGMMA_CAPABILITY, dtypes="float16 and bfloat16",
-               layout="M, N and K below 2**31")),
+               layout="M, N and K below 2**31 - 2**27")),
 ))
 
 
@@ -718,7 +730,8 @@ def choose(p: Problem) -> Rung:
                                           (not p.b_as_is and p.M <= GEMV_MAX_ROWS)):
                 return LADDER["gemv"]
             return LADDER["split_k" if split else "wgmma"]
-        if p.dtype in HALF_TYPES and p.M <= GEMV_MAX_ROWS and max(p.N, p.K) < 2**31:
+        if p.dtype in HALF_TYPES and p.M <= GEMV_MAX_ROWS and \
+                max(p.N, p.K) < TENSOR_CORE_32_BIT_EXTENT:
             return LADDER["gemv"]
         return LADDER["mma"]
     tile = SIMT["large_tile"].tile
