@@ -645,7 +645,8 @@ __global__ void __launch_bounds__(THREADS, 2)
 // predicate (B's through the non-coherent path, not kept in L1: each block reads its B once);
 // other blocks check each word's edges and read partial words element by element. With that
 // code in the one loop, a pass of three steps took about 2000 instructions (sm_90) against
-// 330 now; the new form takes 8-10% less time, of which the cache hint is 1.5-4.5 points.
+// 330 now; the new form takes 8-11% less time held (level at 16 x 4096 x 4096; x @ W^T 3-19%),
+// of which the cache hint is 1.5-4.5 points (NOTES 216).
 // Measured (H100, float16, 8192 x 8192; NOTES 154): held, of cuBLAS, one row 0.89 -> 0.91-0.92
 // with the geometry by MT above (256 threads and three steps in flight before), level with
 // rung 9's split_k; sixteen rows 0.82 -> 0.83-0.84 (split_k 0.88-0.90). One launch where

@@ -295,11 +295,11 @@ class _Wgmma:
     """The Hopper rungs' launches: a tensor map per operand, then one launch per 65535
     matrices (split_k: into a float32 workspace of partial tiles, then the launch that sums
     them into C; wgmma's 16-bit types: a block per SM walking the tiles; multicast: as many
-    clusters of two blocks as the GPU runs at once, walking pairs of row tiles). Operands TMA can read as they are keep a map template re-aimed at each
-    call's data; others (a transposed view, rows not 16-byte aligned) are copied into padded
-    stacks on every call. B is read N-contiguous, as it is: 16-bit B by wgmma's transposed
-    shared operand, TF32's B (whose wgmma reads shared operands K-major only) loaded into
-    registers by the kernel."""
+    clusters of two blocks as the GPU runs at once, walking pairs of row tiles). Operands TMA
+    can read as they are keep a map template re-aimed at each call's data; others (a
+    transposed view, rows not 16-byte aligned) are copied into padded stacks on every call.
+    B is read N-contiguous, as it is: 16-bit B by wgmma's transposed shared operand, TF32's B
+    (whose wgmma reads shared operands K-major only) loaded into registers by the kernel."""
 
     def __init__(self, shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int, K: int,
                  batch: int, a: _Operand, b: _Operand) -> None:
