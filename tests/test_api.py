@@ -324,20 +324,22 @@ class _Stack:
 
 
 def test_gemv_reads_b_by_its_layout():
-    rows, columns, anyway = (matmul_rungs.GEMV_ROWS, matmul_rungs.GEMV_COLUMNS,
-                             matmul_rungs.GEMV_ANY)
+    rows, words, columns, anyway = (matmul_rungs.GEMV_ROWS, matmul_rungs.GEMV_COLUMN_WORDS,
+                                    matmul_rungs.GEMV_COLUMNS, matmul_rungs.GEMV_ANY)
     K, N = 64, 40
     layout = matmul_rungs.gemv_layout
     assert layout(_Stack((3, K, N), (K * N, N, 1), 4096)) == rows
     assert layout(_Stack((3, K, N), (K * N, N, 1), 4104)) == anyway  # rows not 16-byte aligned
-    assert layout(_Stack((3, K, N), (K * N, 1, K), 4096)) == columns  # W.T of a row-major W
+    assert layout(_Stack((3, K, N), (K * N, 1, K), 4096)) == words  # W.T of a row-major W
     assert layout(_Stack((3, K, N), (K * N, 1, K), 4104)) == columns  # 8 bytes are enough
-    assert layout(_Stack((3, K, N), (0, 1, K), 4096)) == columns  # one W, broadcast
+    assert layout(_Stack((1, K, N), (K * N, 1, K + 4), 4096)) == columns  # 136 bytes apart
+    assert layout(_Stack((3, K, N), (K * N + 4, 1, K), 4096)) == columns  # matrices 8 bytes off
+    assert layout(_Stack((3, K, N), (0, 1, K), 4096)) == words  # one W, broadcast
     assert layout(_Stack((1, 63, N), (63 * N, 1, 63), 4096)) == anyway  # columns 126 bytes apart
     assert layout(_Stack((1, K, N), (2 * K * N, 2, 2 * K), 4096)) == anyway  # every other k
     assert layout(_Stack((1, K, N), (K * N, 1, K), 4098)) == anyway
     # one matrix: its batch stride (a reshape's, of a sliced W) does not count
-    assert layout(_Stack((1, K, N), (K - 1, 1, K), 4096)) == columns
+    assert layout(_Stack((1, K, N), (K - 1, 1, K), 4096)) == words
     assert layout(_Stack((1, K, N), (N - 1, N, 1), 4096)) == rows
     assert layout(_Stack((2, K, N), (K * N - 1, 1, K), 4096)) == anyway
 

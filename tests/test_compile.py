@@ -395,7 +395,7 @@ def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
             continue
         indexes = ("int",) if rung.name in matmul_rungs.HOPPER_RUNGS else ("int", "long long")
         # gemv's instances are by how it reads B (its layouts), the others' by alignment
-        layouts = (matmul_rungs.GEMV_ANY, matmul_rungs.GEMV_ROWS, matmul_rungs.GEMV_COLUMNS)
+        layouts = matmul_rungs.GEMV_LAYOUTS
         for index, aligned, layout in itertools.product(indexes, (False, True), layouts):
             names.add(shape.instance(index, aligned, layout))
     assert names == set(rung.instances)
@@ -670,13 +670,17 @@ def test_import_compiles_the_scan_rungs_auto_takes_there():
 @pytest.mark.parametrize("K", [1, 15, 128, 1000, 8192, 100_000])
 @pytest.mark.parametrize("blocks", [1, 64, 128, 300])
 @pytest.mark.parametrize("rows", sorted(matmul_rungs.GEMV_GEOMETRY))
-def test_gemv_splits_cover_k_and_fill_one_wave(K, blocks, rows):
-    # Splits of whole block steps (warps x 16 rows) that cover K once, at least
-    # GEMV_MIN_WARP_STEPS steps a warp where K has them, and no more blocks than one wave.
+@pytest.mark.parametrize("layout", matmul_rungs.GEMV_LAYOUTS)
+def test_gemv_splits_cover_k_and_fill_one_wave(layout, K, blocks, rows):
+    # Splits of whole block steps (warps x 16 rows, 32 for 16-byte words of columns) that
+    # cover K once, at least GEMV_MIN_WARP_STEPS steps a warp where K has them, and no more
+    # blocks than one wave.
     threads, _, per_sm = matmul_rungs.GEMV_GEOMETRY[rows]
     slots = per_sm * 132
-    splits, k_rows = matmul_rungs.gemv_splits(K, blocks, slots, threads)
-    step = threads // 32 * matmul_rungs.GEMV_WARP_ROWS
+    warp_rows = matmul_rungs.gemv_warp_rows(layout)
+    splits, k_rows = matmul_rungs.gemv_splits(K, blocks, slots, threads, warp_rows)
+    step = threads // 32 * warp_rows
+    assert warp_rows == (32 if layout == matmul_rungs.GEMV_COLUMN_WORDS else 16)
     assert k_rows % step == 0 and (splits - 1) * k_rows < K <= splits * k_rows
     assert splits == 1 or blocks * splits <= slots
     if splits > 1:

@@ -520,24 +520,26 @@ def test_gemv_decode_step_splits_k(M, rng):
 @pytest.mark.parametrize("dtype", [numpy.dtype(numpy.float16), BFLOAT16], ids=str)
 @pytest.mark.parametrize("M", [1, 16])
 @pytest.mark.parametrize("K", [4099, 4096])
-def test_auto_reads_w_transposed_in_gemv(K, M, dtype, rng):
+@pytest.mark.parametrize("width, layout", [(4104, matmul_rungs.GEMV_COLUMN_WORDS),
+                                           (4100, matmul_rungs.GEMV_COLUMNS)])
+def test_auto_reads_w_transposed_in_gemv(width, layout, K, M, dtype, rng):
     # x @ W.T with W row-major (a linear layer's decode step): B's columns are K-contiguous.
     # auto takes gemv (on Hopper too, where wgmma and split_k would copy B every call), which
-    # reads the columns as whole 8-byte words (its LAYOUT 2). W's rows are 4104 elements
-    # apart; K = 4099 of them read: the last word of each column is read in part; K = 4096:
-    # 15 column tiles of whole words and a last one of 40 columns.
+    # reads the columns as whole words: 16 bytes where W's rows are ``width`` = 4104 elements
+    # apart, 8 where they are 4100. K = 4099 of them read: the last word of each column is
+    # read in part; K = 4096: 15 column tiles of whole words and a last one of 40 columns.
     N = 1000
     a = reference.random_array((M, K), dtype, rng)
     w = reference.random_array((N, K), dtype, rng)
     da = cupy.asarray(a)
-    padded = numpy.zeros((N, 4104), dtype)
+    padded = numpy.zeros((N, width), dtype)
     padded[:, :K] = w
     dw = cupy.asarray(padded)[:, :K]
     out = poisoned((M, N), dtype)
     with record_launches() as launches:
         got = gk.matmul(da, dw.T, out=out)
     assert [launch.rung for launch in launches] == ["gemv"], launches
-    assert launches[0].instance.endswith(f", {matmul_rungs.GEMV_COLUMNS}>"), launches
+    assert launches[0].instance.endswith(f", {layout}>"), launches
     assert_right_and_repeatable(got, out, (a, w.T, da, dw.T), "gemv", f"x @ W.T {M}x{K}x{N}")
 
 

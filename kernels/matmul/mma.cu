@@ -639,7 +639,11 @@ __global__ void __launch_bounds__(THREADS, 2)
 // columns (B = W^T of a row-major W, as in x @ W.T): a lane loads k = 4t .. 4t + 3 of each of
 // its 8 columns as one word, its fragment slots 2t, 2t + 1, 2t + 8 and 2t + 9 standing for
 // those four k (A's staged words read in that order too), so the four lanes of a column read
-// 32 contiguous bytes and the pairs need no permutes. The main loop has two forms, chosen per
+// 32 contiguous bytes and the pairs need no permutes; 3 the same columns 16-byte aligned: a
+// warp's step takes 32 rows of B (two mmas), a lane loading k = 8t .. 8t + 7 of each of its 8
+// columns as one word, mma q of a product taking its words 2q and 2q + 1 (k = 8t + 4q .. + 3),
+// DEPTH 2 (a step is 8 words a lane; rungs.py, GEMV_COLUMN_WORDS_DEPTH), and the splits of K
+// whole steps of 32 rows a warp. The main loop has two forms, chosen per
 // block: where B is read in words, the block's 64 columns lie inside N, A's rows are whole
 // words and K is a multiple of 8, every load of B and A is one instruction under one
 // predicate (B's through the non-coherent path, not kept in L1: each block reads its B once);
@@ -656,7 +660,9 @@ __global__ void __launch_bounds__(THREADS, 2)
 // cuBLAS per call; the Hopper rungs copy such a B every call (0.56 ms). The loop of whole words
 // (H200, NOTES 216), held: 1 x 8192 x 8192 42.3 -> 39.0 us (0.79 -> 0.86 of a device copy;
 // bench: 0.91 held, 0.78 per call), 16 rows 47.1 -> 42.9, 1 x 4096 x 14336 44.2 -> 40.1, the
-// same through W^T 59.8 -> 48.7.
+// same through W^T 59.8 -> 48.7. LAYOUT 3 (H200, NOTES 219), held, against LAYOUT 2 on the same
+// B: 1 x 8192 x 8192 through W^T 50.3 -> 39.6 us (0.65 -> 0.83 of a device copy; cuBLAS 38.6),
+// 16 rows 58.3 -> 45.2, 1 x 4096 x 14336 47.7 -> 37.7.
 // ---------------------------------------------------------------------------------------------
 // 8 consecutive 16-bit elements of one row of B (zeros past N or outside the K range).
 template <typename T, bool ALIGNED>
@@ -722,6 +728,23 @@ __device__ __forceinline__ uint2 gk_gemv_load_b_kmajor(const unsigned short* __r
     return w;
 }
 
+// 8 consecutive 16-bit elements k .. k + 7 of one column of B (K-contiguous), zeros past
+// k_end or outside the column range.
+__device__ __forceinline__ uint4 gk_gemv_load_b_kmajor16(const unsigned short* __restrict__ col,
+                                                         int k, int k_end, bool in) {
+    uint4 w = make_uint4(0u, 0u, 0u, 0u);
+    if (!in) return w;
+    if (k + 8 <= k_end) return __ldg(reinterpret_cast<const uint4*>(col + k));
+    unsigned short h[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) h[i] = k + i < k_end ? __ldg(col + k + i) : (unsigned short)0;
+    w.x = h[0] | ((unsigned)h[1] << 16);
+    w.y = h[2] | ((unsigned)h[3] << 16);
+    w.z = h[4] | ((unsigned)h[5] << 16);
+    w.w = h[6] | ((unsigned)h[7] << 16);
+    return w;
+}
+
 template <typename T, int THREADS, int MT, int DEPTH, int BLOCKS, int LAYOUT>
 __global__ void __launch_bounds__(THREADS, BLOCKS)
 matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M, int N,
@@ -730,10 +753,14 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
             float* __restrict__ partials, unsigned int* __restrict__ tickets) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int GK_GEMV_COLS = 64;  // columns of C a block: 8 lanes x 8, 128-byte rows of B
-    constexpr int GK_GEMV_ROWS = 16;  // rows of B a warp takes per step: an mma's K
+    // rows of B a warp takes per step: an mma's K; LAYOUT 3 two mmas' (a 16-byte word a column)
+    constexpr int GK_GEMV_ROWS = LAYOUT == 3 ? 32 : 16;
+    constexpr int WORDS = LAYOUT == 3 ? 8 : 4;   // 16-byte words of B a lane loads per step
+    constexpr int A_PARTS = GK_GEMV_ROWS / 8;    // 16-byte words of a row of A per step
+    constexpr int A_ROW = A_PARTS + 1;           // a staged row of A, padded by one word
     constexpr int WARPS = THREADS / 32, MB = 8 * MT, TILE = MB * GK_GEMV_COLS;
     static_assert(THREADS % 32 == 0 && TILE % THREADS == 0, "whole warps; whole tile passes");
-    static_assert(WARPS * (TILE * 4 + MB * 48) <= 48 * 1024 && DEPTH >= 2,
+    static_assert(WARPS * (TILE * 4 + MB * A_ROW * 16) <= 48 * 1024 && DEPTH >= 2,
                   "the warp sums and A's staged rows fit static shared memory; a ring");
     __shared__ float warp_sums[WARPS][TILE];
     __shared__ bool is_last;
@@ -755,8 +782,25 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
     // + 9 (pair t + 4); its columns n .. n + 7. A ring of DEPTH steps: the loads of the step
     // DEPTH - 1 ahead go out before each step's products.
     // LAYOUT 2: r[i] holds k = kb + 4t .. + 3 of columns n + 2i (x, y) and n + 2i + 1 (z, w).
-    auto load = [&](uint4 (&r)[4], int kb, bool whole) {
-        if (LAYOUT == 2 && whole) {
+    // LAYOUT 3: r[i] holds k = kb + 8t .. + 7 of column n + i.
+    auto load = [&](uint4 (&r)[WORDS], int kb, bool whole) {
+        if (LAYOUT == 3 && whole) {
+            const unsigned short* col = reinterpret_cast<const unsigned short*>(Bm) +
+                                        (i64)n * b_col_stride + kb + 8 * t;
+            const bool in = kb + 8 * t < k_end;
+#pragma unroll
+            for (int i = 0; i < WORDS; ++i) {
+                r[i] = in ? gk_gemv_stream16(col + i * b_col_stride) : make_uint4(0u, 0u, 0u, 0u);
+            }
+        } else if constexpr (LAYOUT == 3) {
+            const unsigned short* col = reinterpret_cast<const unsigned short*>(Bm) +
+                                        (i64)n * b_col_stride;
+#pragma unroll
+            for (int i = 0; i < WORDS; ++i) {
+                r[i] = gk_gemv_load_b_kmajor16(col + i * b_col_stride, kb + 8 * t, k_end,
+                                               n + i < N);
+            }
+        } else if (LAYOUT == 2 && whole) {
             const unsigned short* col = reinterpret_cast<const unsigned short*>(Bm) +
                                         (i64)n * b_col_stride + kb + 4 * t;
 #pragma unroll
@@ -795,16 +839,20 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
             }
         }
     };
-    // A's 8 MT rows x 16 columns of a step, staged in the warp's own rows of 48 bytes (lane
-    // (g, t) then reads words 12 g + t and 12 g + t + 4: distinct banks): one 16-byte load a
-    // lane where A's rows are whole words, its elements one at a time otherwise.
-    __shared__ uint4 a_tiles[WARPS][MB][3];
+    // A's 8 MT rows x 16 columns of a step (LAYOUT 3: 32), staged in the warp's own rows of 48
+    // bytes (80) (lane (g, t) then reads words 12 g + t and 12 g + t + 4: distinct banks;
+    // LAYOUT 3 words 20 g + 4 t + 2 q, two lanes to a bank at most): one 16-byte load a lane
+    // and word where A's rows are whole words, its elements one at a time otherwise.
+    __shared__ uint4 a_tiles[WARPS][MB][A_ROW];
     const bool a_words = a_col_stride == 1 && a_row_stride % 8 == 0 &&
                          reinterpret_cast<unsigned long long>(Am) % 16 == 0;
     auto stage_a = [&](int kb, bool whole) {
         __syncwarp();  // every lane has read the step before
-        if (lane < 2 * MB) {
-            const int row = lane >> 1, k = kb + 8 * (lane & 1);
+#pragma unroll
+        for (int pass = 0; pass < (A_PARTS * MB + 31) / 32; ++pass) {
+            const int e = 32 * pass + lane;
+            if (e >= A_PARTS * MB) break;
+            const int row = e / A_PARTS, part = e % A_PARTS, k = kb + 8 * part;
             uint4 w = make_uint4(0u, 0u, 0u, 0u);
             if (row < M - m0) {
                 const T* p = Am + row * a_row_stride;
@@ -819,43 +867,72 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
                     w.w = gk_gemv_load_a_pair(p, k + 6, k_end, a_col_stride);
                 }
             }
-            a_tiles[warp][row][lane & 1] = w;
+            a_tiles[warp][row][part] = w;
         }
         __syncwarp();
     };
-    auto step = [&](const uint4 (&r)[4], int kb, bool whole) {
+    auto step = [&](const uint4 (&r)[WORDS], int kb, bool whole) {
         stage_a(kb, whole);
         const unsigned* a_rows = reinterpret_cast<const unsigned*>(a_tiles[warp]);
-        // A's pairs: rows m0 + 8 mt + g; columns kb + 2t (+ 8) (LAYOUT 2: kb + 4t (+ 2))
-        unsigned b[MT][2];
+        if constexpr (LAYOUT == 3) {
+            // Two mmas a product, q = 0 and 1: their k pairs t and t + 4 are k = kb + 8t + 4q
+            // (+1) and kb + 8t + 4q + 2 (+3), words 2q and 2q + 1 of the lane's 16-byte word of
+            // each column; fragment rows g and g + 8 of product j are columns n + 2j and n + 2j
+            // + 1, as in the other layouts.
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            const int word = (8 * mt + g) * 12 + (LAYOUT == 2 ? 2 * t : t);
-            b[mt][0] = a_rows[word];
-            b[mt][1] = a_rows[word + (LAYOUT == 2 ? 1 : 4)];
-        }
+            for (int q = 0; q < 2; ++q) {
+                unsigned b[MT][2];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            // Fragment rows g and g + 8 of product j are columns n + 2j and n + 2j + 1; its
-            // k pairs t and t + 4 are rows kb + 2t (+1) and kb + 2t + 8 (+9) (LAYOUT 2: kb +
-            // 4t (+1) and kb + 4t + 2 (+3), one word each).
-            unsigned a[4];
-            if constexpr (LAYOUT == 2) {
-                a[0] = r[j].x, a[1] = r[j].z, a[2] = r[j].y, a[3] = r[j].w;
-            } else {
-                const unsigned w0 = gk_gemv_word(r[0], j), w1 = gk_gemv_word(r[1], j);
-                const unsigned w2 = gk_gemv_word(r[2], j), w3 = gk_gemv_word(r[3], j);
-                a[0] = __byte_perm(w0, w1, 0x5410), a[1] = __byte_perm(w0, w1, 0x7632);
-                a[2] = __byte_perm(w2, w3, 0x5410), a[3] = __byte_perm(w2, w3, 0x7632);
+                for (int mt = 0; mt < MT; ++mt) {
+                    const int word = (8 * mt + g) * 4 * A_ROW + 4 * t + 2 * q;
+                    b[mt][0] = a_rows[word];
+                    b[mt][1] = a_rows[word + 1];
+                }
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const uint4& lo = r[2 * j];
+                    const uint4& hi = r[2 * j + 1];
+                    unsigned a[4];
+                    a[0] = q ? lo.z : lo.x, a[1] = q ? hi.z : hi.x;
+                    a[2] = q ? lo.w : lo.y, a[3] = q ? hi.w : hi.y;
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        gk_mma_k16(acc[mt][j], a, b[mt][0], b[mt][1], T());
+                    }
+                }
+            }
+        } else {
+            // A's pairs: rows m0 + 8 mt + g; columns kb + 2t (+ 8) (LAYOUT 2: kb + 4t (+ 2))
+            unsigned b[MT][2];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const int word = (8 * mt + g) * 4 * A_ROW + (LAYOUT == 2 ? 2 * t : t);
+                b[mt][0] = a_rows[word];
+                b[mt][1] = a_rows[word + (LAYOUT == 2 ? 1 : 4)];
             }
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) gk_mma_k16(acc[mt][j], a, b[mt][0], b[mt][1], T());
+            for (int j = 0; j < 4; ++j) {
+                // Fragment rows g and g + 8 of product j are columns n + 2j and n + 2j + 1; its
+                // k pairs t and t + 4 are rows kb + 2t (+1) and kb + 2t + 8 (+9) (LAYOUT 2: kb +
+                // 4t (+1) and kb + 4t + 2 (+3), one word each).
+                unsigned a[4];
+                if constexpr (LAYOUT == 2) {
+                    a[0] = r[j].x, a[1] = r[j].z, a[2] = r[j].y, a[3] = r[j].w;
+                } else {
+                    const unsigned w0 = gk_gemv_word(r[0], j), w1 = gk_gemv_word(r[1], j);
+                    const unsigned w2 = gk_gemv_word(r[2], j), w3 = gk_gemv_word(r[3], j);
+                    a[0] = __byte_perm(w0, w1, 0x5410), a[1] = __byte_perm(w0, w1, 0x7632);
+                    a[2] = __byte_perm(w2, w3, 0x5410), a[3] = __byte_perm(w2, w3, 0x7632);
+                }
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) gk_mma_k16(acc[mt][j], a, b[mt][0], b[mt][1], T());
+            }
         }
     };
     constexpr int STEP = WARPS * GK_GEMV_ROWS;
     const int first = k_begin + warp * GK_GEMV_ROWS;
     auto main_loop = [&](bool whole) {
-        uint4 ring[DEPTH][4];
+        uint4 ring[DEPTH][WORDS];
 #pragma unroll
         for (int d = 0; d < DEPTH - 1; ++d) load(ring[d], first + d * STEP, whole);
         for (int kb = first; kb < k_end; kb += DEPTH * STEP) {
@@ -867,7 +944,7 @@ matmul_gemv(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
         }
     };
     // Blocks of whole words take the loop whose every load is one instruction under one
-    // predicate: B read in words (LAYOUT 1 or 2) with all 64 columns inside N, A's rows whole
+    // predicate: B read in words (LAYOUT 1, 2 or 3) with all 64 columns inside N, A's rows whole
     // words, and K a multiple of 8 (a step's words then lie wholly inside or outside [k_begin,
     // k_end)). Other blocks check each word's edges and load element by element where needed.
     if (LAYOUT != 0 && n0 + GK_GEMV_COLS <= N && a_words && K % 8 == 0) {

@@ -256,7 +256,8 @@ def _gemv_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: in
     C)."""
     compute, (tile_rows, tile_cols) = shape.compute, shape.tile
     batch = a_stack.shape[0]
-    instance = shape.instance("int", layout=rungs.gemv_layout(b_stack))
+    layout = rungs.gemv_layout(b_stack)
+    instance = shape.instance("int", layout=layout)
     m_blocks = ceil_div(M, tile_rows)
     if m_blocks <= MAX_GRID_YZ:  # (first matrix, matrices, first row, rows)
         per_launch = builtins.max(1, MAX_GRID_YZ // m_blocks)
@@ -275,7 +276,8 @@ def _gemv_launches(shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: in
     launches = []
     for first, count, row, rows in chunks:
         tiles_z = count * ceil_div(rows, tile_rows)
-        splits, k_rows = rungs.gemv_splits(K, strips * tiles_z, slots, threads)
+        splits, k_rows = rungs.gemv_splits(K, strips * tiles_z, slots, threads,
+                                           rungs.gemv_warp_rows(layout))
         args = (Array(0), Array(1), Array(2), numpy.int32(rows), numpy.int32(N), numpy.int32(K),
                 numpy.int32(ceil_div(rows, tile_rows)), numpy.int32(k_rows), *strides,
                 StreamArray(0), StreamArray(1))

@@ -104,8 +104,8 @@ class Shape:
 
     def instance(self, index: str, aligned: bool = False, layout: int = 0) -> str:
         """The kernel instance for an index type and the operands' alignment (the SIMT rungs
-        and mma), or for how gemv reads B (``layout``: GEMV_ANY, GEMV_ROWS or GEMV_COLUMNS,
-        :func:`gemv_layout`)."""
+        and mma), or for how gemv reads B (``layout``: GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS or
+        GEMV_COLUMN_WORDS, :func:`gemv_layout`)."""
         if self.rung.name in HOPPER_RUNGS:  # one instance per type and tile width
             return hopper_instance(self.rung.name, self.compute, self.tile)
         if self.rung.name == "gemv":  # 32-bit loop indices, 64-bit offsets
@@ -272,20 +272,33 @@ def gemv_rows(M: int) -> int:
 
 
 #: How gemv reads B (the kernel's LAYOUT): element by element (any strides), 16-byte words of
-#: N-contiguous rows, or 8-byte words of K-contiguous columns (B = W.T of a row-major W).
-GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS = 0, 1, 2
+#: N-contiguous rows, 8-byte words of K-contiguous columns (B = W.T of a row-major W), or
+#: 16-byte words of such columns where they are 16-byte aligned (a warp's step then takes 32
+#: rows of B, two mmas' K).
+GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS, GEMV_COLUMN_WORDS = 0, 1, 2, 3
+GEMV_LAYOUTS = (GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS, GEMV_COLUMN_WORDS)
+#: Steps of B in flight for GEMV_COLUMN_WORDS: a step holds eight 16-byte words a lane, and
+#: three would spill (ptxas, sm_90: 96 bytes of stack at 512 threads).
+GEMV_COLUMN_WORDS_DEPTH = 2
+
+
+def gemv_warp_rows(layout: int) -> int:
+    """Rows of B (of K) a warp takes per step: an mma's K, or two for GEMV_COLUMN_WORDS."""
+    return 2 * GEMV_WARP_ROWS if layout == GEMV_COLUMN_WORDS else GEMV_WARP_ROWS
 
 
 def _gemv_instance(compute: numpy.dtype, rows: int, layout: int) -> str:
     threads, depth, blocks = GEMV_GEOMETRY[rows]
+    if layout == GEMV_COLUMN_WORDS:
+        depth = GEMV_COLUMN_WORDS_DEPTH
     return (f"matmul_gemv<{TENSOR_CORE_C_TYPES[compute]}, {threads}, {rows // 8}, {depth}, "
             f"{blocks}, {layout}>")
 
 
 def gemv_layout(b_stack: Any) -> int:
     """How gemv reads ``b_stack`` ((batch, K, N) with its strides): whole 16-byte words of
-    rows where they are N-contiguous and aligned, 8-byte words of columns where they are
-    K-contiguous and aligned, else element by element."""
+    rows where they are N-contiguous and aligned, 16-byte (else 8-byte) words of columns where
+    they are K-contiguous and so aligned, else element by element."""
     batch, K, N = b_stack.shape
     unit = 16 // b_stack.itemsize
     batch_stride, row_stride, col_stride = (st // b_stack.itemsize for st in b_stack.strides)
@@ -295,18 +308,22 @@ def gemv_layout(b_stack: Any) -> int:
     if address % 16 == 0 and (col_stride == 1 or N == 1) and row_stride % unit == 0 and \
             batch_stride % unit == 0:
         return GEMV_ROWS
+    if address % 16 == 0 and (row_stride == 1 or K == 1) and col_stride % unit == 0 and \
+            batch_stride % unit == 0:
+        return GEMV_COLUMN_WORDS
     if address % 8 == 0 and (row_stride == 1 or K == 1) and col_stride % (unit // 2) == 0 and \
             batch_stride % (unit // 2) == 0:
         return GEMV_COLUMNS
     return GEMV_ANY
 
 
-def gemv_splits(K: int, blocks: int, slots: int, threads: int) -> tuple[int, int]:
+def gemv_splits(K: int, blocks: int, slots: int, threads: int,
+                warp_rows: int = GEMV_WARP_ROWS) -> tuple[int, int]:
     """(splits, rows of K each) for a gemv launch of ``blocks`` blocks of ``threads`` per
     split where the GPU runs ``slots`` at once: enough splits of K to fill them (a wave, not
-    more), each a whole number of the block's steps and at least GEMV_MIN_WARP_STEPS steps a
-    warp."""
-    step = threads // 32 * GEMV_WARP_ROWS
+    more), each a whole number of the block's steps (warps x ``warp_rows``, :func:`gemv_warp_
+    rows`) and at least GEMV_MIN_WARP_STEPS steps a warp."""
+    step = threads // 32 * warp_rows
     most = max(1, K // (GEMV_MIN_WARP_STEPS * step))
     splits = max(1, min(most, slots // max(1, blocks)))
     rows = ceil_div(ceil_div(max(K, 1), splits), step) * step
@@ -577,7 +594,7 @@ def _gemv_groups() -> tuple:
     """float16's instances at import (auto's rung for decode steps), bfloat16's on first use."""
     return tuple(MMA_SOURCE.add(f"gemv {TENSOR_CORE_C_TYPES[c]}",
                                 [_gemv_instance(c, rows, layout) for rows in (8, 16)
-                                 for layout in (GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS)],
+                                 for layout in GEMV_LAYOUTS],
                                 eager=c != BFLOAT16)
                  for c in HALF_TYPES)
 
