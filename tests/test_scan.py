@@ -543,15 +543,18 @@ def test_pipelined_switches_between_records_and_flags_on_one_scratch(dtype, rng,
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "float64", "complex128"])
 def test_plain_tiles_and_their_neighbours(method, dtype, rng):
     # pipelined and striped scan a tile inside one row, with its input and output 16-byte
-    # aligned, without a test per element or word (scan.cu, gk_tile_kind); rows that end just
-    # inside, at and just past tile boundaries, a long row, and out= at an aligned start and
-    # one element after it (off 16-byte alignment where items are narrower: no tile is plain
-    # there); the elements on either side of out= stay unwritten
+    # aligned, without a test per element or word (scan.cu, gk_tile_kind), and pipelined a
+    # whole aligned tile with rows starting in it, or the first of a row, with every word one
+    # load and store (gk_pipelined_kind); rows that end just inside, at and just past tile
+    # boundaries, a long row, many short rows to a tile (starting inside words where a row is
+    # not a whole number of them), and out= at an aligned start and one element after it (off
+    # 16-byte alignment where items are narrower: no tile is plain there); the elements on
+    # either side of out= stay unwritten
     dtype = numpy.dtype(dtype)
     tile = RESIDENT_TILE[method](dtype)
     result = reduction_result_dtype("cumsum", dtype, None)
     for shape in ((3, tile + 1), (4, 2 * tile - 1), (3, 3 * tile), (11 * tile + 5,),
-                  (2, 5 * tile + tile // 2)):
+                  (2, 5 * tile + tile // 2), (2 * tile // 16 + 3, 16), (3 * tile // 100 + 1, 100)):
         x = _data("cumsum", shape, dtype, rng, shape[-1])
         for offset in (0, 1):
             size = int(numpy.prod(shape))

@@ -1039,7 +1039,12 @@ scan_blocked(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows, 
 // GK_RECORD_ROWS elements in inputs of more than GK_RECORD_INPUT publish flags and values as
 // before (gk_pipelined_records; NOTES 206: (64, 2^21) 452-456, 2^28 939-949, (1024, 2^17)
 // 304-307; NOTES 209). auto gives most long rows of large inputs to striped
-// (rungs.striped_min_row).
+// (rungs.striped_min_row). Tiles that are whole and aligned but not plain take forms of their
+// own (gk_pipelined_kind): the first tile of a row inside it has one start, thread 0's first
+// element, and needs no 64-bit remainders; any whole aligned tile is loaded and stored in
+// 16-byte words with no test per word. H200, held (NOTES 221): (4096, 4096) along axis 1
+// float32 58.5 -> 46.7 us, int32 78.5 -> 62, float64 92.4 -> 83, (4096, 8192) float16 60 ->
+// 44.5, (8192, 8192) float32 177 -> 159.5; rows of 16 of int32 81 -> 75, of float32 level.
 // ---------------------------------------------------------------------------------------------
 // pipelined's blocks per SM: its registers are capped so that this many fit. Four (56
 // registers a thread) for inputs of up to 4 bytes; three (72) for wider ones, whose runs and
@@ -1076,12 +1081,12 @@ __device__ __forceinline__ void gk_bar_arrive(unsigned id, unsigned count) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
-// What pipelined's data warps need to know of a tile besides its number, worked out once by the
+// What striped's data warps need to know of a tile besides its number, worked out once by the
 // thread that claims it: whether it continues a row begun in earlier tiles, and whether it is
 // plain: whole, inside one row (so no run has a start or an end), its input and output
 // contiguous and 16-byte aligned. A plain tile's runs are scanned without a test per element
 // and its words are loaded and stored without one per word: every tile of a long row but its
-// first and last.
+// first and last. pipelined tells more forms apart (gk_pipelined_kind).
 enum : unsigned { GK_CONTINUES = 1, GK_PLAIN = 2 };
 
 __device__ __forceinline__ unsigned gk_tile_kind(i64 tile, i64 tiles, i64 tile_size, i64 total,
@@ -1093,24 +1098,50 @@ __device__ __forceinline__ unsigned gk_tile_kind(i64 tile, i64 tiles, i64 tile_s
            (aligned && base + tile_size <= total && position + tile_size <= n ? GK_PLAIN : 0);
 }
 
+// pipelined's forms of a tile (gk_pipelined_kind's bits 1-2), from the most checked to the
+// least: ANY, element by element where a word is partial or the input not contiguous and
+// aligned; WORDS, whole and aligned (every word one 16-byte load and store) with rows starting
+// inside it; ROW_START, whole, aligned and the first of a row it lies in (one start, thread 0's
+// first element); PLAIN, as gk_tile_kind's. Each form gives the same bits as ANY.
+enum : int { GK_FORM_ANY = 0, GK_FORM_WORDS = 1, GK_FORM_ROW_START = 2, GK_FORM_PLAIN = 3 };
+
+__device__ __forceinline__ unsigned gk_pipelined_kind(i64 tile, i64 tiles, i64 tile_size,
+                                                      i64 total, i64 n, bool aligned) {
+    if (tile >= tiles) return 0;
+    const i64 base = tile * tile_size, position = base % n;
+    const bool whole = aligned && base + tile_size <= total;
+    const int form = !whole ? GK_FORM_ANY
+                     : position + tile_size > n ? GK_FORM_WORDS
+                     : position == 0 ? GK_FORM_ROW_START : GK_FORM_PLAIN;
+    return (position != 0 ? GK_CONTINUES : 0u) | (unsigned)form << 1;
+}
+
+// A data thread's run in a tile of pipelined's FORM.
+template <int FORM, int ITEMS>
+__device__ __forceinline__ gk_run gk_form_run(i64 base, i64 total, i64 n, i64 rows, int tid) {
+    if (FORM == GK_FORM_PLAIN) return gk_run{ITEMS, 0u};
+    if (FORM == GK_FORM_ROW_START) return gk_run{ITEMS, tid == 0 ? 1u : 0u};
+    return gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
+}
+
 // pipelined's barriers (bar.sync ids; the round's parity is added to PREFIX and CLAIM).
 enum : unsigned { GK_BAR_DATA = 1, GK_BAR_PREFIX = 2, GK_BAR_CLAIM = 4 };
 
 // pipelined's data warps, round r's first half: load and scan the tile at `base` into `words`
 // (its input at `in_words`); each thread's prefix within the tile waits in the padding words,
 // and whether it starts a row is returned as the warp's ballot; the tile's aggregate is left in
-// `aggregate`. PLAIN: see gk_tile_kind.
-template <typename Op, typename In, typename Acc, int BLOCK, int ITEMS, bool PLAIN>
+// `aggregate`. FORM: see gk_pipelined_kind.
+template <typename Op, typename In, typename Acc, int BLOCK, int ITEMS, int FORM>
 __device__ __forceinline__ unsigned gk_pipelined_scan(const In* __restrict__ in, uint4* words,
                                                       uint4* in_words, i64 base, i64 total, i64 n,
                                                       i64 rows, i64 inner,
                                                       gk_segment<Acc>* warp_totals,
                                                       gk_segment<Acc>& aggregate, int tid) {
     constexpr int IN_WORDS = ITEMS / (int)(16 / sizeof(In));
-    gk_stage_tile<In, BLOCK, IN_WORDS, PLAIN>(in, in_words, base, total, n, inner, tid);
+    constexpr bool WHOLE = FORM != GK_FORM_ANY;
+    gk_stage_tile<In, BLOCK, IN_WORDS, WHOLE>(in, in_words, base, total, n, inner, tid);
     gk_bar_sync(GK_BAR_DATA, BLOCK);
-    const gk_run run = PLAIN ? gk_run{ITEMS, 0u}
-                             : gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
+    const gk_run run = gk_form_run<FORM, ITEMS>(base, total, n, rows, tid);
     const gk_segment<Acc> before =
         gk_run_scan<Op, In, Acc, IN_WORDS>(in_words, run, warp_totals, tid);
     gk_bar_sync(GK_BAR_DATA, BLOCK);
@@ -1123,18 +1154,17 @@ __device__ __forceinline__ unsigned gk_pipelined_scan(const In* __restrict__ in,
 // The second half: finish the tile of the round before (at `base`, in `words`), whose prefix is
 // `tile_prefix`: its runs again after their prefixes, then the stores. `starts` is the ballot
 // gk_pipelined_scan returned for this warp.
-template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS, bool PLAIN>
+template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS, int FORM>
 __device__ __forceinline__ void gk_pipelined_finish(Out* __restrict__ out, uint4* words,
                                                     const uint4* in_words, i64 base, i64 total,
                                                     i64 n, i64 rows, i64 inner, Acc tile_prefix,
                                                     unsigned starts, int tid) {
     constexpr int IN_WORDS = ITEMS / (int)(16 / sizeof(In));
     constexpr int OUT_WORDS = ITEMS / (int)(16 / sizeof(Out));
-    const gk_run run = PLAIN ? gk_run{ITEMS, 0u}
-                             : gk_run_at<ITEMS>(base + (i64)tid * ITEMS, total, n, rows);
+    const gk_run run = gk_form_run<FORM, ITEMS>(base, total, n, rows, tid);
     gk_segment<Acc> running;
     running.value = *gk_padding_value<Acc>(words, tid);
-    running.start = PLAIN ? 0 : (starts >> (tid & 31)) & 1;
+    running.start = FORM == GK_FORM_PLAIN ? 0 : (starts >> (tid & 31)) & 1;
     gk_scan_word<In> held[IN_WORDS];
 #pragma unroll
     for (int j = 0; j < IN_WORDS; ++j) held[j].bits = in_words[gk_padded_slot(tid * IN_WORDS + j)];
@@ -1142,7 +1172,8 @@ __device__ __forceinline__ void gk_pipelined_finish(Out* __restrict__ out, uint4
     gk_write_run<Op, In, Acc, Out, IN_WORDS, OUT_WORDS>(words, held, run, running, tile_prefix,
                                                         tid);
     gk_bar_sync(GK_BAR_DATA, BLOCK);
-    gk_store_tile<Out, BLOCK, OUT_WORDS, PLAIN>(words, out, base, total, n, inner, tid);
+    gk_store_tile<Out, BLOCK, OUT_WORDS, FORM != GK_FORM_ANY>(words, out, base, total, n, inner,
+                                                            tid);
 }
 
 template <typename Op, typename In, typename Acc, typename Out, int BLOCK, int ITEMS>
@@ -1166,7 +1197,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     extern __shared__ uint4 gk_pipelined_tiles[];  // two tiles of OUT_SLOTS words
     __shared__ Segment warp_totals[WARPS];
     __shared__ i64 tile_shared[4];  // round r's tile at r % 4
-    __shared__ unsigned kind_shared[4];  // and its gk_tile_kind
+    __shared__ unsigned kind_shared[4];  // and its gk_pipelined_kind
     __shared__ u64 epoch_shared;
     __shared__ Acc prefix_shared[2];
     __shared__ unsigned run_starts[2][WARPS];  // whether each thread's prefix starts a row
@@ -1179,7 +1210,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
     const bool records = gk_pipelined_records<Acc>(n, total);
     if (tid == 0) {
         tile_shared[0] = (i64)atomicAdd(control, 1ull);
-        kind_shared[0] = gk_tile_kind(tile_shared[0], tiles, TILE, total, n, aligned);
+        kind_shared[0] = gk_pipelined_kind(tile_shared[0], tiles, TILE, total, n, aligned);
         epoch_shared = gk_load_l2(control + 2);
     }
     __syncthreads();
@@ -1231,14 +1262,17 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             uint4* const in_words = words + (OUT_SLOTS - IN_SLOTS);
             const i64 base = tile * TILE;
             Segment aggregate;
-            const unsigned starts =
-                kind_shared[r & 3] & GK_PLAIN
-                    ? gk_pipelined_scan<Op, In, Acc, BLOCK, ITEMS, true>(
-                          in, words, in_words, base, total, n, rows, inner, warp_totals,
-                          aggregate, tid)
-                    : gk_pipelined_scan<Op, In, Acc, BLOCK, ITEMS, false>(
-                          in, words, in_words, base, total, n, rows, inner, warp_totals,
-                          aggregate, tid);
+            unsigned starts;
+#define GK_PIPELINED_SCAN(FORM)                                                                 \
+    starts = gk_pipelined_scan<Op, In, Acc, BLOCK, ITEMS, FORM>(                               \
+        in, words, in_words, base, total, n, rows, inner, warp_totals, aggregate, tid)
+            switch (kind_shared[r & 3] >> 1) {  // one instance of the tile's code a form
+                case GK_FORM_PLAIN: GK_PIPELINED_SCAN(GK_FORM_PLAIN); break;
+                case GK_FORM_ROW_START: GK_PIPELINED_SCAN(GK_FORM_ROW_START); break;
+                case GK_FORM_WORDS: GK_PIPELINED_SCAN(GK_FORM_WORDS); break;
+                default: GK_PIPELINED_SCAN(GK_FORM_ANY);
+            }
+#undef GK_PIPELINED_SCAN
             if (lane == 0) run_starts[r & 1][warp] = starts;
             if (tid == 0) {
                 gk_publish_aggregate(flags, values, capacity, tile, aggregate, epoch, records);
@@ -1254,15 +1288,16 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             gk_bar_sync(GK_BAR_PREFIX + p, THREADS);
             const Acc tile_prefix =
                 kind & GK_CONTINUES ? prefix_shared[p] : Op::template identity<Acc>();
-            if (kind & GK_PLAIN) {
-                gk_pipelined_finish<Op, In, Acc, Out, BLOCK, ITEMS, true>(
-                    out, words, in_words, base, total, n, rows, inner, tile_prefix,
-                    run_starts[p][warp], tid);
-            } else {
-                gk_pipelined_finish<Op, In, Acc, Out, BLOCK, ITEMS, false>(
-                    out, words, in_words, base, total, n, rows, inner, tile_prefix,
-                    run_starts[p][warp], tid);
+#define GK_PIPELINED_FINISH(FORM)                                                               \
+    gk_pipelined_finish<Op, In, Acc, Out, BLOCK, ITEMS, FORM>(                                 \
+        out, words, in_words, base, total, n, rows, inner, tile_prefix, run_starts[p][warp], tid)
+            switch (kind >> 1) {
+                case GK_FORM_PLAIN: GK_PIPELINED_FINISH(GK_FORM_PLAIN); break;
+                case GK_FORM_ROW_START: GK_PIPELINED_FINISH(GK_FORM_ROW_START); break;
+                case GK_FORM_WORDS: GK_PIPELINED_FINISH(GK_FORM_WORDS); break;
+                default: GK_PIPELINED_FINISH(GK_FORM_ANY);
             }
+#undef GK_PIPELINED_FINISH
         }
         // Claim round r + 1's tile; once every data warp is past here, round r - 1's buffer is
         // free for it and its number is known to all (the look-back warp learns it on CLAIM).
@@ -1271,7 +1306,7 @@ scan_pipelined(const In* __restrict__ in, Out* __restrict__ out, i64 n, i64 rows
             const i64 next =
                 tile < tiles && gridDim.x < tiles ? (i64)atomicAdd(control, 1ull) : tiles;
             tile_shared[(r + 1) & 3] = next;
-            kind_shared[(r + 1) & 3] = gk_tile_kind(next, tiles, TILE, total, n, aligned);
+            kind_shared[(r + 1) & 3] = gk_pipelined_kind(next, tiles, TILE, total, n, aligned);
         }
         gk_bar_sync(GK_BAR_DATA, BLOCK);
         if (tile < tiles) gk_bar_arrive(GK_BAR_CLAIM + ((r + 1) & 1), THREADS);
