@@ -253,6 +253,8 @@ def test_measurement_properties():
     # two permutations of one shape are two cases (tables and plots keep them apart)
     p = [row("permute_dims", "auto", (4, 5, 6), 1.0, axes=axes) for axes in ([2, 0, 1], [1, 0, 2])]
     assert [x.case for x in p] == ["4x5x6 axes=(2, 0, 1)", "4x5x6 axes=(1, 0, 2)"]
+    w = row("matmul", "gemv", (1, 64, 32), 1.0, b="W.T")
+    assert w.case == "1x64x32 b=W.T"
 
 
 def test_split_methods():
@@ -585,6 +587,19 @@ def test_bench_matmul_small():
 
 
 @pytest.mark.gpu
+def test_bench_matmul_with_b_transposed():
+    # x @ W.T: a decode product and a square one, float16 on the tensor-core rungs and auto;
+    # every result checked, the decode product given against a copy of W
+    result = benchmark.bench("matmul", sizes=(128,), shapes=[(1, 256, 520)], dtypes=("float16",),
+                             methods=("mma", "gemv", "auto"), timing=FAST, progress=False,
+                             b_transposed=True)
+    assert not result.wrong
+    assert {r.case for r in result} == {"128x128x128 b=W.T", "1x256x520 b=W.T"}
+    assert all(r.status == "ok" for r in result if r.method in ("gemv", "auto"))
+    assert "1x256x520 b=W.T" in result.summary()
+
+
+@pytest.mark.gpu
 def test_bench_reduce_small():
     result = benchmark.bench("reduce", sizes=(1000, 2**16), dtypes=("float32", "int32"),
                              axis_cases=[((256, 256), 0), ((300, 2), 1), ((1, 4096), 1)],
@@ -808,6 +823,42 @@ def test_the_suite_plots_ratios_against_work():
     assert "ratio" in ax.get_ylabel() and ax.get_yscale() == "log"
     labels = legend_labels(figure)
     assert "auto, held" in labels and "auto, per call" in labels
+
+
+def test_b_transposed_cases_and_inputs():
+    # `bench matmul --b-transposed`: every case carries the option, and its b is the transposed
+    # view of a row-major N x K array (x @ W.T), not a row-major K x N one
+    from gpukernels.ops.matmul.check import inputs
+
+    spec = OPERATIONS["matmul"].bench
+    for suite in (False, True):
+        cases = spec.cases("matmul", sizes=(64,), dtypes=("float16",), shapes=[(1, 96, 80)],
+                           suite=suite, b_transposed=True)
+        assert cases and all(dict(c.options) == {"b": "W.T"} for c in cases)
+        assert "b=W.T" in cases[-1].label
+    assert all(c.options == () for c in spec.cases("matmul", sizes=(64,), dtypes=("float16",),
+                                                   shapes=[]))
+    for shape in ((3, 5, 7), (2, 3, 5, 7)):
+        (a, b), _ = inputs(shape, numpy.float16, 4, b_transposed=True)
+        (_, plain), _ = inputs(shape, numpy.float16, 4)
+        assert a.shape == shape[:-1] and b.shape == plain.shape == (*shape[:-3], 5, 7)
+        assert b.swapaxes(-1, -2).flags.c_contiguous and not b.flags.c_contiguous
+        assert plain.flags.c_contiguous
+
+
+def test_b_transposed_on_the_command_line(monkeypatch):
+    seen = {}
+
+    def fake_bench(target, **kwargs):
+        seen.update(kwargs, target=target)
+        return BenchResult(suite_rows(), ENVIRONMENT)
+
+    monkeypatch.setattr(benchmark, "bench", fake_bench)
+    assert main(["bench", "matmul", "--b-transposed", "--shapes", "1x64x32",
+                 "--no-progress"]) == 0
+    assert seen["b_transposed"] is True and list(seen["shapes"]) == [(1, 64, 32)]
+    with pytest.raises(SystemExit):
+        main(["bench", "cumsum", "--b-transposed"])
 
 
 def test_suite_on_the_command_line(monkeypatch):

@@ -119,6 +119,9 @@ def _add_bench(subparsers: Any, targets: tuple[str, ...]) -> None:
                               "a sweep of M, K and N over 64..8192), in float16 and bfloat16 "
                               "with method auto unless --dtypes or --methods say otherwise; "
                               "prints the minimum and geometric mean of the ratio to cuBLAS"))
+    inputs.add_argument("--b-transposed", action="store_true",
+                        help=("matmul: b is the transposed view of a row-major N x K array, as "
+                              "W.T in a linear layer's x @ W.T (default: a row-major K x N b)"))
     inputs.add_argument("--quick", action="store_true",
                         help="small default inputs and few repeats, for a smoke run")
     timing = bench.add_argument_group("timing")
@@ -341,6 +344,10 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         options["torch"] = args.torch
         if not args.axis:
             options["axis_cases"] = ()
+    if args.b_transposed:
+        if not any("b_transposed" in op.bench.options for op in operations):
+            parser.error("--b-transposed is matmul's: give the target matmul")
+        options["b_transposed"] = True
     if args.suite:
         if not any("suite" in op.bench.options for op in operations):
             parser.error("--suite is matmul's shape suite: give the target matmul")

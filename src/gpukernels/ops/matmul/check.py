@@ -23,18 +23,23 @@ TF32 = "tf32"
 
 
 def inputs(shape: tuple, dtype: Any, rng: Any, *, xp: Any = numpy,
-           integer_valued: bool = False) -> tuple:
+           integer_valued: bool = False, b_transposed: bool = False) -> tuple:
     """``((a, b), kwargs)`` for ``shape`` = (M, K, N), or (B, M, K, N) for a stack of B
     products: fresh random operands of [B x] M x K and [B x] K x N, on the host
     (``xp=numpy``) or the device (``xp=cupy``); ``dtype`` ``"tf32"`` gives float32 operands
-    and ``precision="tf32"``."""
+    and ``precision="tf32"``. ``b_transposed``: b is the transposed view of a row-major
+    [B x] N x K array, as ``W.T`` in a linear layer's ``x @ W.T``."""
     *batch, m, k, n = shape
     kwargs = {"precision": TF32} if dtype == TF32 else {}
     dtype = numpy.float32 if dtype == TF32 else dtype
     if not isinstance(rng, numpy.random.Generator):
         rng = numpy.random.default_rng(rng)
     a = random_array((*batch, m, k), dtype, rng, xp=xp, integer_valued=integer_valued)
-    b = random_array((*batch, k, n), dtype, rng, xp=xp, integer_valued=integer_valued)
+    if b_transposed:
+        w = random_array((*batch, n, k), dtype, rng, xp=xp, integer_valued=integer_valued)
+        b = w.swapaxes(-1, -2)
+    else:
+        b = random_array((*batch, k, n), dtype, rng, xp=xp, integer_valued=integer_valued)
     return (a, b), kwargs
 
 
@@ -115,13 +120,15 @@ def suite_shapes() -> tuple[tuple[int, int, int], ...]:
 
 
 def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
-           shapes: Sequence[tuple], suite: bool = False) -> list:
+           shapes: Sequence[tuple], suite: bool = False, b_transposed: bool = False) -> list:
     from ...benchmark.sweep import Case
 
+    options = ((B_OPTION, B_TRANSPOSED),) if b_transposed else ()
     cases = []
     if suite:  # the shape suite replaces the size sweep
         named = set(NAMED_SHAPES)
-        return [Case(operation, shape, _dtype_name(dtype), "named" if shape in named else "suite")
+        return [Case(operation, shape, _dtype_name(dtype), "named" if shape in named else "suite",
+                     options)
                 for dtype in dtypes for shape in suite_shapes() + tuple(map(tuple, shapes))]
     for dtype in dtypes:
         name = _dtype_name(dtype)
@@ -130,8 +137,13 @@ def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
             if len(shape) not in (3, 4):
                 raise ValueError(f"a matmul shape is (M, K, N), for a of M x K and b of K x N, "
                                  f"or (B, M, K, N) for a stack of B of them; got {shape}")
-            cases.append(Case(operation, shape, name, sweep))
+            cases.append(Case(operation, shape, name, sweep, options))
     return cases
+
+
+#: A benchmark case's option (and its value) for a B given as the transposed view of a
+#: row-major (N, K) array (``bench matmul --b-transposed``).
+B_OPTION, B_TRANSPOSED = "b", "W.T"
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -151,7 +163,8 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int, **_: Any
 
     cupy = _device.cupy
     op = OPERATIONS[case.operation]
-    (a, b), kwargs = inputs(case.shape, case.dtype, seed, xp=cupy)
+    b_transposed = dict(case.options).get(B_OPTION) == B_TRANSPOSED
+    (a, b), kwargs = inputs(case.shape, case.dtype, seed, xp=cupy, b_transposed=b_transposed)
     dtype = numpy.result_type(a.dtype, b.dtype)
     want, bound = reference(a, b, xp=cupy, **kwargs)
 
@@ -180,6 +193,8 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int, **_: Any
                                         f"{method} does not compute {case.dtype} products"))
     *batch, m, k, n = case.shape
     notes: dict = {"input_bytes": a.nbytes + b.nbytes}
+    if b_transposed:
+        notes[B_OPTION] = B_TRANSPOSED
     if not batch and min(m, n) <= DECODE_ROWS:  # bound by reading its operands: time a copy
         notes["moved_bytes"] = a.nbytes + b.nbytes + m * n * dtype.itemsize
         notes["copy_gbps"] = _copy_rate(b if b.nbytes >= a.nbytes else a)
@@ -196,6 +211,8 @@ def _copy_rate(x: Any) -> float:
     ``cupyx.profiler.benchmark``'s device times."""
     from cupyx.profiler import benchmark as cupy_benchmark
 
+    if not x.flags.c_contiguous:  # a transposed view: copy its row-major base
+        x = x.swapaxes(-1, -2)
     copy = _device.cupy.empty_like(x)
     times = cupy_benchmark(copy.__setitem__, (Ellipsis, x), n_repeat=50, n_warmup=5).gpu_times
     return 2 * x.nbytes / float(numpy.median(times)) / 1e9
@@ -247,8 +264,10 @@ BENCH = BenchSpec(
     peers="",
     defaults={"sizes": (512, 1024, 2048, 4096, 8192),
               "dtypes": ("float32", "float16", "bfloat16", TF32),
-              "shapes": ((4095, 4097, 4099), (256, 128, 256, 128)), "suite": False},
+              "shapes": ((4095, 4097, 4099), (256, 128, 256, 128)), "suite": False,
+              "b_transposed": False},
     quick={"sizes": (128, 256, 512), "shapes": ((127, 65, 129), (3, 33, 65, 17))},
-    cases=_cases, candidates=_candidates, main_cases=_main_cases, options=("suite",),
+    cases=_cases, candidates=_candidates, main_cases=_main_cases,
+    options=("suite", "b_transposed"),
     title="Matmul: achieved TFLOP/s against problem size", x_axis="cube",
     summary=suite_summary)
