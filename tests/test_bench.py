@@ -846,14 +846,21 @@ def test_b_transposed_cases_and_inputs():
         assert plain.flags.c_contiguous
 
 
-def test_b_transposed_on_the_command_line(monkeypatch):
-    seen = {}
+def record_bench_arguments(monkeypatch) -> dict:
+    """``benchmark.bench`` replaced by one that records its arguments (in the dict returned)
+    and returns the suite's rows: the command line's options without a GPU."""
+    seen: dict = {}
 
     def fake_bench(target, **kwargs):
         seen.update(kwargs, target=target)
         return BenchResult(suite_rows(), ENVIRONMENT)
 
     monkeypatch.setattr(benchmark, "bench", fake_bench)
+    return seen
+
+
+def test_b_transposed_on_the_command_line(monkeypatch):
+    seen = record_bench_arguments(monkeypatch)
     assert main(["bench", "matmul", "--b-transposed", "--shapes", "1x64x32",
                  "--no-progress"]) == 0
     assert seen["b_transposed"] is True and list(seen["shapes"]) == [(1, 64, 32)]
@@ -862,13 +869,7 @@ def test_b_transposed_on_the_command_line(monkeypatch):
 
 
 def test_suite_on_the_command_line(monkeypatch):
-    seen = {}
-
-    def fake_bench(target, **kwargs):
-        seen.update(kwargs, target=target)
-        return BenchResult(suite_rows(), ENVIRONMENT)
-
-    monkeypatch.setattr(benchmark, "bench", fake_bench)
+    seen = record_bench_arguments(monkeypatch)
     assert main(["bench", "matmul", "--suite", "--no-progress"]) == 0
     assert seen["suite"] is True and seen["dtypes"] == ["float16", "bfloat16"]
     assert seen["methods"] == ["auto"]
