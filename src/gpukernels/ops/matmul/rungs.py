@@ -691,9 +691,9 @@ LADDER = Ladder("matmul", (
                precision="float32 only with precision='tf32'")),
     Rung("gemv", "a few rows of A (decode steps): each warp streams 16 x 64 tiles of B from "
                  "global memory into mma.sync as they are (B^T A^T, pairs by byte permutes; "
-                 "K-contiguous columns, as in x @ W.T, as words of 4 k), "
-                 "16 warps a block along K (8 for 16-row tiles), splits of K folded by the last "
-                 "block to finish",
+                 "K-contiguous columns, as in x @ W.T, as words of 8 k, or of 4 where not "
+                 "16-byte aligned), 16 warps a block along K (8 for 16-row tiles), splits of K "
+                 "folded by the last block to finish",
          MMA_SOURCE, "matmul_gemv", _gemv_groups(), plan_gemv,
          Needs(capability=TENSOR_CORE_CAPABILITY, dtypes="float16 and bfloat16",
                layout="M, N and K below 2**31 - 2**27; fast for M of at most 16")),
