@@ -626,7 +626,8 @@ __global__ void __launch_bounds__(THREADS, 2)
 // Launch contract (ops/matmul/rungs.py, GEMV_GEOMETRY; by MT):
 //   threads per block : THREADS = 512 (16 warps along K) for MT = 1, 256 (8) for MT = 2 (its
 //                       warp sums take 32 KiB at 8 warps), blockDim = (THREADS, 1, 1)
-//   steps in flight   : DEPTH = 3 for MT = 1, 2 for MT = 2 (each step 4 words of B a lane)
+//   steps in flight   : DEPTH = 3 for MT = 1, 2 for MT = 2 (each step 4 words of B a lane);
+//                       2 for LAYOUT 3 (8 words a lane)
 //   blocks an SM      : BLOCKS = 1 (MT = 1) or 2 (MT = 2), the launch bounds' minimum
 //   grid              : (ceil(N / 64), splits, matrices x ceil(M / (8 MT)))
 //   a block           : 64 columns of C, 8 MT rows, rows [split * k_split, + k_split) of K
@@ -643,12 +644,12 @@ __global__ void __launch_bounds__(THREADS, 2)
 // warp's step takes 32 rows of B (two mmas), a lane loading k = 8t .. 8t + 7 of each of its 8
 // columns as one word, mma q of a product taking its words 2q and 2q + 1 (k = 8t + 4q .. + 3),
 // DEPTH 2 (a step is 8 words a lane; rungs.py, GEMV_COLUMN_WORDS_DEPTH), and the splits of K
-// whole steps of 32 rows a warp. The main loop has two forms, chosen per
-// block: where B is read in words, the block's 64 columns lie inside N, A's rows are whole
-// words and K is a multiple of 8, every load of B and A is one instruction under one
-// predicate (B's through the non-coherent path, not kept in L1: each block reads its B once);
-// other blocks check each word's edges and read partial words element by element. With that
-// code in the one loop, a pass of three steps took about 2000 instructions (sm_90) against
+// whole steps of 32 rows a warp. The main loop has two forms, chosen per block: where B is
+// read in words, the block's 64 columns lie inside N, A's rows are whole words and K is a
+// multiple of 8, every load of B and A is one instruction under one predicate (B's through
+// the non-coherent path, not kept in L1: each block reads its B once); other blocks check
+// each word's edges and read partial words element by element. With that code in the one
+// loop, a pass of three steps took about 2000 instructions (sm_90) against
 // 330 now; the new form takes 8-11% less time held (level at 16 x 4096 x 4096; x @ W^T 3-19%),
 // of which the cache hint is 1.5-4.5 points (NOTES 216).
 // Measured (H100, float16, 8192 x 8192; NOTES 154): held, of cuBLAS, one row 0.89 -> 0.91-0.92
