@@ -343,6 +343,57 @@ def test_tf32_tiles_read_b_as_it_is(method, shapes, tile, case, rng):
                                 f"{method} {case} {pair_id(shapes)}", precision="tf32")
 
 
+#: (method, (M, K, N, batch of x, batch of W)) for x @ W.T on the Hopper rungs, one per tile
+#: geometry: 128 x 256 with N ragged, 128 x 192, 64-row tiles (their warpgroups split the
+#: columns), 128 x 64, split_k's slices of K, a stack of W, one W broadcast over a stack of x,
+#: and K a multiple of 8 but not of 64 (the last stage's K past the end arrives as zeros).
+W_T_CASES = [("wgmma", (1000, 136, 3000, (), ())), ("wgmma", (1536, 304, 6144, (), ())),
+             ("wgmma", (40, 520, 700, (), ())), ("wgmma", (700, 256, 64, (), ())),
+             ("split_k", (300, 4000, 150, (), ())), ("wgmma", (260, 1000, 2900, (2,), (2,))),
+             ("split_k", (100, 3000, 192, (2,), ())), ("multicast", (1000, 136, 3000, (), ())),
+             ("multicast", (300, 1000, 600, (3,), (3,)))]
+
+
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize(("method", "case"), W_T_CASES,
+                         ids=[f"{m}-{c[0]}x{c[1]}x{c[2]}-{len(c[3])}{len(c[4])}" for m, c in W_T_CASES])
+def test_hopper_rungs_read_w_transposed_as_it_is(method, case, kind, rng):
+    # x @ W.T with W row-major: B's columns are K-contiguous, and the rungs read them K-major
+    # through W's own tensor map (the instances ending `true`), with no copy; the same sums in
+    # the same order as for W.T.copy(), so the same bits
+    skip_unless_hopper(method)
+    dtype, _ = KINDS[kind]
+    M, K, N, x_batch, w_batch = case
+    x = reference.random_array((*x_batch, M, K), dtype, rng)
+    w = reference.random_array((*w_batch, N, K), dtype, rng)
+    dx, dw = cupy.asarray(x), cupy.asarray(w)
+    b, db = numpy.swapaxes(w, -1, -2), dw.swapaxes(-1, -2)
+    out = poisoned(numpy.matmul(x[..., :1, :1], b[..., :1, :]).shape[:-2] + (M, N), dtype)
+    with record_launches() as launches:
+        got = gk.matmul(dx, db, method=method, out=out)
+    products = [launch.instance for launch in launches
+                if launch.instance.startswith(f"matmul_{method}<")]
+    assert len(products) == 1 and products[0].endswith(", true>"), launches
+    assert len(launches) == (2 if method == "split_k" else 1), launches  # no copy of B
+    assert_right_and_repeatable(got, out, (x, b, dx, db), method, f"{method} x @ W.T {case}")
+    copied = gk.matmul(dx, db.copy(), method=method)  # B N-contiguous: the other instance
+    assert cupy.asnumpy(copied).tobytes() == cupy.asnumpy(got).tobytes()
+
+
+@pytest.mark.parametrize("method", ["wgmma", "split_k"])
+def test_hopper_rungs_copy_w_transposed_whose_rows_tma_cannot_read(method, rng):
+    # K = 130: W's rows are 260 bytes, not a multiple of 16, so TMA cannot read W either way;
+    # the rungs copy B into a padded stack, as before, and the result is still right
+    skip_unless_hopper(method)
+    x = reference.random_array((300, 130), numpy.float16, rng)
+    w = reference.random_array((200, 130), numpy.float16, rng)
+    dx, dw = cupy.asarray(x), cupy.asarray(w)
+    with record_launches() as launches:
+        got = gk.matmul(dx, dw.T, method=method, out=poisoned((300, 200), numpy.float16))
+    assert not any(launch.instance.endswith(", true>") for launch in launches), launches
+    assert_right_and_repeatable(got, got, (x, w.T, dx, dw.T), method, f"{method} K=130")
+
+
 #: (method, shapes) where the 16-bit types take the 128 x 192 tile: wgmma where its waves cost
 #: least (one wave of 96 tiles against the wide tiles' 72, batched, N ragged and not a multiple
 #: of 8; two waves against three), split_k where N is at most 192 (none of the wide tiles'

@@ -2,8 +2,8 @@
 // its own source because it is compiled with -arch=sm_90a, which runs on compute capability 9.0 and
 // nothing else; the rungs run there only. They share the epilogue store with rung 7 (store.cuh).
 //
-//   matmul_wgmma<T, THREADS, BM, BN, STAGES, SHARED_BYTES>(a_map, b_map, C, M, N, K, tiles_m,
-//                                                         tiles_n, a_batched, b_batched)
+//   matmul_wgmma<T, THREADS, BM, BN, STAGES, SHARED_BYTES, B_K_MAJOR>(a_map, b_map, C, M, N, K,
+//                                                tiles_m, tiles_n, a_batched, b_batched)
 //   matmul_split_k<...>(a_map, b_map, partial, ..., b_batched, k_steps): the same, each block
 //       over k_steps of K (blockIdx.z: which), float32 partial tiles; then
 //   matmul_split_k_sum<T, THREADS>(partial, C, count, splits): C = the partials' sum.
@@ -12,7 +12,10 @@
 // Operands (the host builds one CUtensorMap per operand, 3-D: columns, rows, matrices):
 //   A: (batch, M, K), K contiguous (K-major), box BM rows x 128 bytes.
 //   B: T = gk_half or gk_bfloat16: (batch, K, N), N contiguous (MN-major: wgmma reads it
-//      transposed), boxes of 64 rows x 64 columns, BN / 64 of them per stage;
+//      transposed), boxes of 64 rows x 64 columns, BN / 64 of them per stage; or, where
+//      B_K_MAJOR (B = W^T of a row-major W, as in x @ W.T), W's (batch, N, K), K contiguous,
+//      boxes of 64 rows of N x 128 bytes of K, BN / 64 of them, read K-major as A is (no copy
+//      of such a B);
 //      T = float (TF32): (batch, K, N) as it is, boxes of 32 rows x 32 columns, BN / 32 of them
 //      per stage (TF32's wgmma has no transposed shared operand: gk_wg_tf32_block loads B into
 //      registers).
@@ -185,29 +188,32 @@ __device__ __forceinline__ void gk_wg_tma_multicast(unsigned dst, const gk_tenso
         : "memory");
 }
 
-// One stage's loads of an N-contiguous B: A's tile (BM rows x 128 bytes of K) at `a_tile`,
-// then BOXES boxes of B (a stage's K x BOX_COLS columns, BOX_BYTES each) right after it. In a
-// cluster of CLUSTER blocks, which share B's tile, the block of rank `rank` loads its share of
-// the boxes into every block of the cluster.
-template <int A_BYTES, int BOXES, int BOX_COLS, int BOX_BYTES, int CLUSTER = 1>
+// One stage's loads: A's tile (BM rows x 128 bytes of K) at `a_tile`, then BOXES boxes of B
+// right after it, BOX_BYTES each, box j holding columns n0 + BOX_COLS j .. + BOX_COLS - 1 of
+// the stage's K: from an N-contiguous B (B_K_MAJOR false: the box's rows are the stage's K,
+// the map's coordinates (n, k)) or from a K-contiguous one (B_K_MAJOR true, B = W^T of a
+// row-major (N, K) W, whose map is W's: the box's rows are columns of B, 128 bytes of K each,
+// coordinates (k, n); the boxes then lie as A's tile does, BN rows of 128 bytes). In a cluster
+// of CLUSTER blocks, which share B's tile, the block of rank `rank` loads its share of the
+// boxes into every block of the cluster.
+template <int A_BYTES, int BOXES, int BOX_COLS, int BOX_BYTES, int CLUSTER = 1,
+          bool B_K_MAJOR = false>
 __device__ __forceinline__ void gk_wg_load_stage(unsigned a_tile, const gk_tensor_map* a_map,
                                                  const gk_tensor_map* b_map, int k, int m0,
                                                  int n0, int a_matrix, int b_matrix,
                                                  unsigned bar, unsigned rank = 0) {
     gk_wg_tma_load(a_tile, a_map, k, m0, a_matrix, bar);
-    if constexpr (CLUSTER == 1) {
+    static_assert(BOXES % CLUSTER == 0, "B's boxes shared evenly by the cluster's blocks");
+    constexpr int SHARE = BOXES / CLUSTER;
 #pragma unroll
-        for (int j = 0; j < BOXES; ++j)
-            gk_wg_tma_load(a_tile + A_BYTES + j * BOX_BYTES, b_map, n0 + BOX_COLS * j, k,
-                           b_matrix, bar);
-    } else {
-        static_assert(BOXES % CLUSTER == 0, "B's boxes shared evenly by the cluster's blocks");
-        constexpr int SHARE = BOXES / CLUSTER;
-#pragma unroll
-        for (int i = 0; i < SHARE; ++i) {
-            const int j = rank * SHARE + i;
-            gk_wg_tma_multicast(a_tile + A_BYTES + j * BOX_BYTES, b_map, n0 + BOX_COLS * j, k,
-                                b_matrix, bar, (1u << CLUSTER) - 1);
+    for (int i = 0; i < SHARE; ++i) {
+        const int j = rank * SHARE + i, n = n0 + BOX_COLS * j;
+        const int c0 = B_K_MAJOR ? k : n, c1 = B_K_MAJOR ? n : k;
+        if constexpr (CLUSTER == 1) {
+            gk_wg_tma_load(a_tile + A_BYTES + j * BOX_BYTES, b_map, c0, c1, b_matrix, bar);
+        } else {
+            gk_wg_tma_multicast(a_tile + A_BYTES + j * BOX_BYTES, b_map, c0, c1, b_matrix, bar,
+                                (1u << CLUSTER) - 1);
         }
     }
 }
@@ -216,9 +222,9 @@ __device__ __forceinline__ void gk_wg_load_stage(unsigned a_tile, const gk_tenso
 // the block's tiles: stage i takes buffers i % STAGES and waits for their "empty" (the
 // consumers' release of stage i - STAGES), arms their "full" with STAGE_BYTES and loads A's and
 // B's tiles of K (from (k_begin + j) * BK for the j-th of `steps`) into them (gk_wg_load_stage's
-// A_BYTES, BOXES, BOX_COLS, BOX_BYTES).
+// A_BYTES, BOXES, BOX_COLS, BOX_BYTES, B_K_MAJOR).
 template <int STAGES, int STAGE_BYTES, int BK, int A_BYTES, int BOXES, int BOX_COLS,
-          int BOX_BYTES, int CLUSTER = 1>
+          int BOX_BYTES, int CLUSTER = 1, bool B_K_MAJOR = false>
 __device__ __forceinline__ void gk_wg_produce(const gk_wg_ring& ring, int first, int steps,
                                               int k_begin, const gk_tensor_map& a_map,
                                               const gk_tensor_map& b_map, int m0, int n0,
@@ -229,7 +235,7 @@ __device__ __forceinline__ void gk_wg_produce(const gk_wg_ring& ring, int first,
         const unsigned tiles = ring.smem + s * STAGE_BYTES;
         const unsigned bar = ring.full0 + 8 * s;
         gk_wg_bar_expect(bar, STAGE_BYTES);
-        gk_wg_load_stage<A_BYTES, BOXES, BOX_COLS, BOX_BYTES, CLUSTER>(
+        gk_wg_load_stage<A_BYTES, BOXES, BOX_COLS, BOX_BYTES, CLUSTER, B_K_MAJOR>(
             tiles, &a_map, &b_map, k, m0, n0, a_matrix, b_matrix, bar, rank);
     }
 }
@@ -314,22 +320,25 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
 
 // The two products of one width N of B (SUMS = N / 2 float32 sums a thread, held in the
 // registers GK_WG_REGS<SUMS> lists and GK_WG_D<SUMS> binds):
-// d += A(64 x 16, K-major) @ B(16 x N, MN-major) with float16 or bfloat16 operands; float32
-// sums. A and B are the operand numbers of the two descriptors.
-#define GK_WG_MMA_16BIT(N, SUMS, A, B, TYPE, PTX_TYPE)                                        \
+// d += A(64 x 16, K-major) @ B(16 x N) with float16 or bfloat16 operands; float32 sums. B is
+// MN-major (wgmma's transposed operand) where B_K_MAJOR is false, K-major (laid out as A's
+// tile) where it is true. A, B and TB are the operand numbers of the two descriptors and of
+// the transpose flag.
+#define GK_WG_MMA_16BIT(N, SUMS, A, B, TB, TYPE, PTX_TYPE)                                    \
+    template <bool B_K_MAJOR>                                                                 \
     __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc, TYPE) { \
         asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE  \
-                     " {" GK_WG_REGS##SUMS "}, %" #A ", %" #B ", 1, 1, 1, 0, 1;\n"            \
+                     " {" GK_WG_REGS##SUMS "}, %" #A ", %" #B ", 1, 1, 1, 0, %" #TB ";\n"     \
                      : GK_WG_D##SUMS                                                         \
-                     : "l"(a_desc), "l"(b_desc));                                            \
+                     : "l"(a_desc), "l"(b_desc), "n"(B_K_MAJOR ? 0 : 1));                    \
     }
-#define GK_WG_MMA_OF_WIDTH(N, SUMS, A, B)                                                      \
-    GK_WG_MMA_16BIT(N, SUMS, A, B, gk_half, "f16")                                             \
-    GK_WG_MMA_16BIT(N, SUMS, A, B, gk_bfloat16, "bf16")
-GK_WG_MMA_OF_WIDTH(256, 128, 128, 129)
-GK_WG_MMA_OF_WIDTH(192, 96, 96, 97)
-GK_WG_MMA_OF_WIDTH(128, 64, 64, 65)
-GK_WG_MMA_OF_WIDTH(64, 32, 32, 33)
+#define GK_WG_MMA_OF_WIDTH(N, SUMS, A, B, TB)                                                  \
+    GK_WG_MMA_16BIT(N, SUMS, A, B, TB, gk_half, "f16")                                         \
+    GK_WG_MMA_16BIT(N, SUMS, A, B, TB, gk_bfloat16, "bf16")
+GK_WG_MMA_OF_WIDTH(256, 128, 128, 129, 130)
+GK_WG_MMA_OF_WIDTH(192, 96, 96, 97, 98)
+GK_WG_MMA_OF_WIDTH(128, 64, 64, 65, 66)
+GK_WG_MMA_OF_WIDTH(64, 32, 32, 33, 34)
 #undef GK_WG_MMA_OF_WIDTH
 #undef GK_WG_MMA_16BIT
 
@@ -436,7 +445,9 @@ __device__ __forceinline__ void gk_wg_unit_origin(int unit, int units_m, int til
 // Rung 11 (CLUSTER = 2): the blocks of a cluster walk pairs of row tiles instead (the cluster's
 // number is first_tile, the clusters' count gridDim.x / 2), the block of rank r taking row tile
 // r of the pair; both share each stage's B, half of it loaded by each into both rings.
-template <typename T, typename Out, typename Shape, int CLUSTER = 1>
+// B_K_MAJOR: B's map is that of a row-major (N, K) W (B = W^T, as in x @ W.T), its tile in
+// shared memory BN rows of 128 bytes of K as A's is, read by wgmma K-major (gk_wg_load_stage).
+template <typename T, typename Out, typename Shape, int CLUSTER = 1, bool B_K_MAJOR = false>
 __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk_tensor_map& b_map,
                                             Out* __restrict__ Cb, int M, int N, int tiles_m,
                                             int tiles_n, int first_tile, int a_matrix,
@@ -464,9 +475,8 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
                 gk_wg_unit_origin<Shape::BM, Shape::BN, CLUSTER>(unit, units_m, tiles_n, rank,
                                                                  m0, n0);
                 gk_wg_produce<STAGES, STAGE_BYTES, BK, Shape::A_BYTES, Shape::BN / 64, 64,
-                              64 * GK_WG_ROW_BYTES, CLUSTER>(ring, i, steps, k_begin, a_map,
-                                                             b_map, m0, n0, a_matrix, b_matrix,
-                                                             rank);
+                              64 * GK_WG_ROW_BYTES, CLUSTER, B_K_MAJOR>(
+                    ring, i, steps, k_begin, a_map, b_map, m0, n0, a_matrix, b_matrix, rank);
             }
         }
         // In a cluster, no block leaves while its peer may still copy into it or release its
@@ -478,12 +488,19 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
     // SPLIT_N both multiply rows 0-63, warpgroup 2 the second half of the columns.
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const unsigned a_rows = Shape::SPLIT_N ? 0 : (warpgroup - 1) * 64 * GK_WG_ROW_BYTES;
-    // This warpgroup's first column of B: whole 64-column boxes of 8 KiB (B N-contiguous).
+    // This warpgroup's first column of B: whole 64-column boxes of 8 KiB (B N-contiguous), or
+    // its row of 128 bytes (K-major: whole groups of 8 rows, as A's).
     const int b_col = Shape::SPLIT_N ? (warpgroup - 1) * Shape::WG_COLS : 0;
-    const unsigned b_cols = b_col / 64 * 64 * GK_WG_ROW_BYTES;
+    const unsigned b_cols = B_K_MAJOR ? b_col * GK_WG_ROW_BYTES : b_col / 64 * 64 * GK_WG_ROW_BYTES;
     // Stage 0's descriptors of this warpgroup's A rows and B columns, at the first k-step.
     const u64 a_desc0 = gk_wg_desc(smem + a_rows, 16, 1024);
-    const u64 b_desc0 = gk_wg_desc(smem + Shape::A_BYTES + b_cols, 64 * GK_WG_ROW_BYTES, 1024);
+    const u64 b_desc0 = B_K_MAJOR ? gk_wg_desc(smem + Shape::A_BYTES + b_cols, 16, 1024)
+                                  : gk_wg_desc(smem + Shape::A_BYTES + b_cols,
+                                               64 * GK_WG_ROW_BYTES, 1024);
+    // A k-step (16 of K) moves 32 bytes along K-major rows, 16 rows of 128 bytes (2 KiB) into
+    // N-contiguous boxes.
+    constexpr unsigned B_STEP_BYTES =
+        B_K_MAJOR ? K_STEP_BYTES : K_STEP_BYTES / sizeof(T) * GK_WG_ROW_BYTES;
     for (int unit = first_tile, i = 0; unit < units; unit += stride) {
         int m0, n0;
         gk_wg_unit_origin<Shape::BM, Shape::BN, CLUSTER>(unit, units_m, tiles_n, rank, m0, n0);
@@ -496,10 +513,10 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
             gk_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < GK_WG_ROW_BYTES / K_STEP_BYTES; ++kk) {
-                // k-step kk: 32 bytes into A's rows, 16 rows of K (2 KiB) into B's boxes
-                gk_wg_mma(d, gk_wg_desc_at(a_desc0, s * STAGE_BYTES + kk * K_STEP_BYTES),
-                          gk_wg_desc_at(b_desc0, s * STAGE_BYTES + kk * (K_STEP_BYTES /
-                                        (int)sizeof(T)) * GK_WG_ROW_BYTES), T());
+                // k-step kk: 32 bytes into A's rows, B_STEP_BYTES into B's tile
+                gk_wg_mma<B_K_MAJOR>(d, gk_wg_desc_at(a_desc0, s * STAGE_BYTES + kk * K_STEP_BYTES),
+                                     gk_wg_desc_at(b_desc0, s * STAGE_BYTES + kk * B_STEP_BYTES),
+                                     T());
             }
             gk_wg_commit();
             // Keep this stage's products in flight; the previous stage's are done, so its
@@ -759,13 +776,20 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 // 1.13; 0.20 held where a few tiles walk a long K (128x8192x64: rung 9's case). The 128 x 64
 // and 64-row tiles (H200, held, before -> after; NOTES 103): 2048x2048x64 0.55 -> 0.74,
 // 8192x1024x64 0.77 -> 0.98, 64x1536x4096 0.57 -> 0.76, 64x6144x8192 0.65 -> 1.02.
-template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
+// B_K_MAJOR (16-bit types; rungs 9 and 11 too): B = W^T of a row-major W, as in x @ W.T, read
+// through W's own map in boxes of 64 rows of N x 128 bytes of K, which land as A's tile does
+// and which wgmma reads K-major (its transpose flag off): before, the host copied such a B
+// into an N-contiguous stack on every call (H200, NOTES 222: 1024^3 at 0.22 of cuBLAS per
+// call, 8192^3 at 0.89). Not yet measured (NOTES 223).
+template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES,
+          bool B_K_MAJOR = false>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,
                  const __grid_constant__ gk_tensor_map b_map, T* __restrict__ C, int M, int N,
                  int K, int tiles_m, int tiles_n, int a_batched, int b_batched) {
     static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>(),
                   "the host's geometry is the layout this kernel is written for");
+    static_assert(sizeof(T) == 2 || !B_K_MAJOR, "a K-major B: 16-bit types only");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     const int matrix = blockIdx.y;
@@ -777,7 +801,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                          (K + BK - 1) / BK);
     } else {  // tiles blockIdx.x, blockIdx.x + gridDim.x, ...
         static_assert(BM != 256, "the 256 x 128 tile is TF32's");
-        gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>>(
+        gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>, 1, B_K_MAJOR>(
             a_map, b_map, C + (i64)matrix * M * N, M, N, tiles_m, tiles_n, blockIdx.x,
             a_batched ? matrix : 0, b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
     }
@@ -803,7 +827,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 // 1024^3 0.80 -> 0.46 (the workspace and the second launch cost more than the slices save).
 // With the narrower tiles (H200, held; NOTES 103): 128x8192x64 0.73 -> 0.87, 64x8192x768
 // 0.62 -> 0.78, decode 1x8192x8192 0.88 -> 0.99 and 16x8192x8192 0.92 -> 0.98.
-template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
+template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES,
+          bool B_K_MAJOR = false>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_split_k(const __grid_constant__ gk_tensor_map a_map,
                    const __grid_constant__ gk_tensor_map b_map, float* __restrict__ partial,
@@ -811,6 +836,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                    int k_steps) {
     static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>(),
                   "the host's geometry is the layout this kernel is written for");
+    static_assert(sizeof(T) == 2 || !B_K_MAJOR, "a K-major B: 16-bit types only");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     const int matrix = blockIdx.y, split = blockIdx.z;
@@ -825,7 +851,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                          max(k_begin, k_end));
     } else {  // a tile a block: gridDim.x is the tiles' count
         static_assert(BM != 256, "the 256 x 128 tile is TF32's");
-        gk_wg_block<T, float, gk_wg_shape<BM, BN, STAGES>>(
+        gk_wg_block<T, float, gk_wg_shape<BM, BN, STAGES>, 1, B_K_MAJOR>(
             a_map, b_map, slice, M, N, tiles_m, tiles_n, blockIdx.x, a_batched ? matrix : 0,
             b_batched ? matrix : 0, k_begin, max(k_begin, k_end));
     }
@@ -865,7 +891,8 @@ __global__ void __launch_bounds__(THREADS)
 // by more than the spread between rounds: `auto` does not take it. Releasing the peer's stages
 // with release at the cluster's scope ran at 0.53-0.62 of rung 8.
 constexpr int GK_WG_CLUSTER = 2;
-template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES>
+template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES,
+          bool B_K_MAJOR = false>
 __global__ void __cluster_dims__(GK_WG_CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
     matmul_multicast(const __grid_constant__ gk_tensor_map a_map,
                      const __grid_constant__ gk_tensor_map b_map, T* __restrict__ C, int M,
@@ -877,7 +904,7 @@ __global__ void __cluster_dims__(GK_WG_CLUSTER, 1, 1) __launch_bounds__(THREADS,
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     const int matrix = blockIdx.y;
-    gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>, GK_WG_CLUSTER>(
+    gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>, GK_WG_CLUSTER, B_K_MAJOR>(
         a_map, b_map, C + (i64)matrix * M * N, M, N, tiles_m, tiles_n,
         blockIdx.x / GK_WG_CLUSTER, a_batched ? matrix : 0, b_batched ? matrix : 0, 0,
         (K + BK - 1) / BK);

@@ -298,10 +298,12 @@ class _Wgmma:
     matrices (split_k: into a float32 workspace of partial tiles, then the launch that sums
     them into C; wgmma's 16-bit types: a block per SM walking the tiles; multicast: as many
     clusters of two blocks as the GPU runs at once, walking pairs of row tiles). Operands TMA
-    can read as they are keep a map template re-aimed at each call's data; others (a
-    transposed view, rows not 16-byte aligned) are copied into padded stacks on every call.
-    B is read N-contiguous, as it is: 16-bit B by wgmma's transposed shared operand, TF32's B
-    (whose wgmma reads shared operands K-major only) loaded into registers by the kernel."""
+    can read as they are keep a map template re-aimed at each call's data; others (rows not
+    16-byte aligned, an A that is a transposed view) are copied into padded stacks on every
+    call. B is read as it is where it is N-contiguous: 16-bit B by wgmma's transposed shared
+    operand, TF32's B (whose wgmma reads shared operands K-major only) loaded into registers by
+    the kernel. A 16-bit B that is K-contiguous instead (``W.T`` of a row-major W) is read
+    K-major through W's own map (``b_k_major``: the instances that take it), with no copy."""
 
     def __init__(self, shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int, K: int,
                  batch: int, a: _Operand, b: _Operand) -> None:
@@ -314,14 +316,17 @@ class _Wgmma:
         # of K).
         self.b_box_rows = rungs.WGMMA_F16_B_BOX if self.compute.itemsize == 2 else self.box_cols
         self.tiles = (ceil_div(M, tile_rows), ceil_div(N, tile_cols))
-        self.instance = shape.instance("int", False)
+        self.b_k_major = _b_k_major(b_stack, self.compute)
+        self.instance = shape.instance(
+            "int", False, rungs.GEMV_COLUMNS if self.b_k_major else rungs.GEMV_ANY)
         int32 = numpy.int32
         self.scalars = (int32(M), int32(N), int32(K), int32(self.tiles[0]), int32(self.tiles[1]))
         self.calls: dict[tuple, KernelCall] = {}
         self.sums: dict[int, KernelCall] = {}  # split_k: the sum of the slices, per matrix count
         # Map templates for operands read as they are (the common case); None: built per call.
         self.templates: list[tuple[tensor_map.MapTemplate, bool] | None] = [None, None]
-        for position, (stack, operand) in enumerate(((a_stack, a), (b_stack, b))):
+        b_read = b_stack.swapaxes(1, 2) if self.b_k_major else b_stack  # what B's map covers
+        for position, (stack, operand) in enumerate(((a_stack, a), (b_read, b))):
             if not operand.as_is:
                 continue
             batched = stack.shape[0] > 1 and stack.strides[0] != 0
@@ -392,7 +397,7 @@ class _Wgmma:
         a_stack, b_stack = self.a.stack(a), self.b.stack(b)
         c_stack = c.reshape(self.batch, self.M, self.N)
         a_op, a_batched = _tma_operand(a_stack)
-        b_op, b_batched = _tma_operand(b_stack)
+        b_op, b_batched = _tma_operand(b_stack.swapaxes(1, 2) if self.b_k_major else b_stack)
         tile_rows = self.shape.tile[0]
         for start in range(0, self.batch, MAX_GRID_YZ):
             count = builtins.min(MAX_GRID_YZ, self.batch - start)
@@ -402,6 +407,16 @@ class _Wgmma:
             b_map = tensor_map.tiled_map(b_part, self.box_cols, self.b_box_rows, b_batched)
             self._launch(self._call(count, (a_batched, b_batched)), a_map, b_map,
                          c_stack[start:start + count], count)
+
+
+def _b_k_major(b_stack: Any, compute: numpy.dtype) -> bool:
+    """Whether the Hopper rungs read the (batch, K, N) stack ``b_stack`` K-major: a 16-bit B
+    that TMA cannot read N-contiguous but can as the (batch, N, K) array it is a transposed
+    view of (``W.T`` of a row-major W)."""
+    if compute.itemsize != 2:
+        return False
+    view = b_stack if b_stack.shape[0] > 1 and b_stack.strides[0] != 0 else b_stack[:1]
+    return not tensor_map.tma_compatible(view) and tensor_map.tma_compatible(view.swapaxes(1, 2))
 
 
 def _tma_operand(x: Any) -> tuple[Any, bool]:

@@ -104,10 +104,13 @@ class Shape:
 
     def instance(self, index: str, aligned: bool = False, layout: int = 0) -> str:
         """The kernel instance for an index type and the operands' alignment (the SIMT rungs
-        and mma), or for how gemv reads B (``layout``: GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS or
-        GEMV_COLUMN_WORDS, :func:`gemv_layout`)."""
-        if self.rung.name in HOPPER_RUNGS:  # one instance per type and tile width
-            return hopper_instance(self.rung.name, self.compute, self.tile)
+        and mma), or for how B lies (``layout``: GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS or
+        GEMV_COLUMN_WORDS, as :func:`gemv_layout` tells them): gemv has an instance for each,
+        the Hopper rungs one that reads B K-major for the 16-bit types' K-contiguous columns
+        (GEMV_COLUMNS or GEMV_COLUMN_WORDS: ``W.T`` of a row-major W)."""
+        if self.rung.name in HOPPER_RUNGS:  # one instance per type, tile and B's major order
+            k_major = layout in (GEMV_COLUMNS, GEMV_COLUMN_WORDS) and self.compute.itemsize == 2
+            return hopper_instance(self.rung.name, self.compute, self.tile, k_major)
         if self.rung.name == "gemv":  # 32-bit loop indices, 64-bit offsets
             return _gemv_instance(self.compute, self.tile[0], layout)
         return _INSTANCE[self.rung.name](self.compute, index, aligned and self.aligned_flag)
@@ -416,11 +419,14 @@ def wgmma_shared_bytes(tile: tuple[int, int]) -> int:
 WGMMA_F16_B_BOX = 64
 
 
-def hopper_instance(name: str, compute: numpy.dtype, tile: tuple[int, int]) -> str:
+def hopper_instance(name: str, compute: numpy.dtype, tile: tuple[int, int],
+                    b_k_major: bool = False) -> str:
     """An instance of a Hopper rung: one per type and tile (32-bit indices; TMA reads any
-    layout)."""
+    layout), and for the 16-bit types one more that reads B K-major (``b_k_major``: B is the
+    transposed view of a row-major (N, K) array, as ``W.T`` in ``x @ W.T``, read as it is)."""
     return (f"matmul_{name}<{TENSOR_CORE_C_TYPES[compute]}, {WGMMA_THREADS}, {tile[0]}, "
-            f"{tile[1]}, {WGMMA_STAGES[tile]}, {wgmma_shared_bytes(tile)}>")
+            f"{tile[1]}, {WGMMA_STAGES[tile]}, {wgmma_shared_bytes(tile)}"
+            f"{', true' if b_k_major else ''}>")
 
 
 def wgmma_fits(p: Problem) -> bool:
@@ -634,7 +640,7 @@ def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tup
 def _hopper_groups(name: str, tiles: tuple) -> tuple:
     """The Hopper rungs' instances per type, each tile of :data:`WGMMA_TILES` (TF32's as
     :func:`hopper_tile` maps them, and none of 128 x 192): float16 and TF32 at import,
-    bfloat16 on first use."""
+    bfloat16 on first use; the 16-bit types' instances that read B K-major on first use."""
     def tiles_of(compute: numpy.dtype) -> tuple:
         return tuple(dict.fromkeys(hopper_tile(tile, compute) for tile in tiles
                                    if tile != WGMMA_MID_TILE or takes_mid_tile(compute)))
@@ -642,7 +648,11 @@ def _hopper_groups(name: str, tiles: tuple) -> tuple:
     return tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]}",
                                   [hopper_instance(name, c, tile) for tile in tiles_of(c)],
                                   eager=c != BFLOAT16)
-                 for c in TENSOR_CORE_C_TYPES)
+                 for c in TENSOR_CORE_C_TYPES) + \
+        tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]} W.T",
+                               [hopper_instance(name, c, tile, True) for tile in tiles_of(c)],
+                               eager=False)
+              for c in HALF_TYPES)
 
 
 LADDER = Ladder("matmul", (
@@ -702,7 +712,8 @@ LADDER = Ladder("matmul", (
                       "(TMA multicast); 128x256 tiles, float16 and bfloat16",
          WGMMA_SOURCE, "matmul_multicast",
          tuple(WGMMA_SOURCE.add(f"multicast {TENSOR_CORE_C_TYPES[c]}",
-                                [hopper_instance("multicast", c, MULTICAST_TILE)], eager=False)
+                                [hopper_instance("multicast", c, MULTICAST_TILE, k_major)
+                                 for k_major in (False, True)], eager=False)
                for c in HALF_TYPES),
          plan_multicast,
          Needs(only_capability=WGMMA_CAPABILITY, dtypes="float16 and bfloat16",
