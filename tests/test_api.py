@@ -300,6 +300,45 @@ def test_matmul_auto_simt_rung_by_shape(shape, dtype, expected):
     assert matmul_rungs.choose(problem).name == expected
 
 
+class _HostStack:
+    """A GPU stack's shape, strides and (zero) address, from a NumPy view: what
+    tensor_map.tma_compatible and the Hopper rungs' layout checks read."""
+
+    def __init__(self, x):
+        self.x, self.shape, self.strides, self.itemsize = x, x.shape, x.strides, x.itemsize
+        self.data = types.SimpleNamespace(ptr=0)
+
+    def __getitem__(self, key):
+        return _HostStack(self.x[key])
+
+    def swapaxes(self, a, b):
+        return _HostStack(self.x.swapaxes(a, b))
+
+
+def test_hopper_rungs_read_w_transposed_k_major_where_tma_reads_w():
+    # B = W.T of a row-major (N, K) W, stacked as matmul stacks it (a reshape that leaves the
+    # rows' stride on the unit batch axis): TMA cannot read B N-contiguous, but can read W, so
+    # the 16-bit types read B K-major; a row-major B, W's rows off 16 bytes (K = 130), TF32,
+    # and a stack of W alike.
+    from gpukernels.ops.matmul import _b_k_major, tensor_map
+
+    half, single = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
+
+    def stacked(b):
+        return _HostStack(numpy.broadcast_to(b, b.shape).reshape((-1,) + b.shape[-2:]))
+
+    w = numpy.zeros((264, 136), half)
+    assert stacked(w.T).strides[0] == w.strides[0]  # the unit axis's stride: the rows'
+    assert not tensor_map.tma_compatible(stacked(w.T))
+    assert tensor_map.tma_compatible(stacked(w.T).swapaxes(1, 2))
+    assert _b_k_major(stacked(w.T), half)
+    assert not _b_k_major(stacked(w.T), single)  # TF32 reads B from registers: copied
+    assert not _b_k_major(stacked(numpy.zeros((136, 264), half)), half)  # row-major B
+    assert not _b_k_major(stacked(numpy.zeros((200, 130), half).T), half)  # 260-byte rows
+    ws = numpy.zeros((3, 264, 136), half)
+    assert _b_k_major(stacked(ws.swapaxes(-1, -2)), half)
+
+
 def test_matmul_auto_reads_a_b_that_tma_cannot_in_gemv():
     # On Hopper a B that TMA cannot read as it is (x @ W.T: K-contiguous columns) would be
     # copied by wgmma and split_k on every call; up to GEMV_MAX_ROWS rows gemv reads it as it

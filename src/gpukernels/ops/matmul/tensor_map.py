@@ -58,13 +58,16 @@ def tma_compatible(stack: Any) -> bool:
 
     TMA needs a 16-byte aligned start, a unit column stride, and rows (and matrices, unless the
     batch stride is 0: one matrix broadcast) that follow each other at multiples of 16 bytes
-    without overlapping.
+    without overlapping. One matrix's batch stride is never used (:func:`tiled_map` maps it
+    alone), whatever a reshape made it: the transposed view of a row-major W reshaped to
+    (1, K, N) has the rows' stride there.
     """
-    _, rows, cols = stack.shape
+    batch, rows, cols = stack.shape
     batch_stride, row_stride, col_stride = stack.strides
     return (stack.data.ptr % 16 == 0 and (col_stride == stack.itemsize or cols == 1)
             and row_stride % 16 == 0 and row_stride >= cols * stack.itemsize
-            and (batch_stride == 0 or (batch_stride % 16 == 0 and batch_stride >= rows * row_stride)))
+            and (batch_stride == 0 or batch == 1
+                 or (batch_stride % 16 == 0 and batch_stride >= rows * row_stride)))
 
 
 def tiled_map(stack: Any, box_cols: int, box_rows: int, batched: bool) -> numpy.void:
