@@ -15,7 +15,8 @@
 //      transposed), boxes of 64 rows x 64 columns, BN / 64 of them per stage; or, where
 //      B_K_MAJOR (B = W^T of a row-major W, as in x @ W.T), W's (batch, N, K), K contiguous,
 //      boxes of 64 rows of N x 128 bytes of K, BN / 64 of them, read K-major as A is (no copy
-//      of such a B);
+//      of such a B: float16 8192^3 x @ W.T 1.71 ms per call on an H200, 2.05 through a copy,
+//      1.70 with a row-major B; NOTES 223);
 //      T = float (TF32): (batch, K, N) as it is, boxes of 32 rows x 32 columns, BN / 32 of them
 //      per stage (TF32's wgmma has no transposed shared operand: gk_wg_tf32_block loads B into
 //      registers).
