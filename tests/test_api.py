@@ -315,12 +315,12 @@ class _HostStack:
         return _HostStack(self.x.swapaxes(a, b))
 
 
-def test_hopper_rungs_read_w_transposed_k_major_where_tma_reads_w():
+def test_hopper_rungs_read_transposed_views_through_what_tma_reads():
     # B = W.T of a row-major (N, K) W, stacked as matmul stacks it (a reshape that leaves the
     # rows' stride on the unit batch axis): TMA cannot read B N-contiguous, but can read W, so
     # the 16-bit types read B K-major; a row-major B, W's rows off 16 bytes (K = 130), TF32,
-    # and a stack of W alike.
-    from gpukernels.ops.matmul import _b_k_major, tensor_map
+    # and a stack of W alike. A = X.T of a row-major (K, M) X the same way, read M-major.
+    from gpukernels.ops.matmul import _transposed_reads, tensor_map
 
     half, single = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 
@@ -331,12 +331,16 @@ def test_hopper_rungs_read_w_transposed_k_major_where_tma_reads_w():
     assert stacked(w.T).strides[0] == w.strides[0]  # the unit axis's stride: the rows'
     assert not tensor_map.tma_compatible(stacked(w.T))
     assert tensor_map.tma_compatible(stacked(w.T).swapaxes(1, 2))
-    assert _b_k_major(stacked(w.T), half)
-    assert not _b_k_major(stacked(w.T), single)  # TF32 reads B from registers: copied
-    assert not _b_k_major(stacked(numpy.zeros((136, 264), half)), half)  # row-major B
-    assert not _b_k_major(stacked(numpy.zeros((200, 130), half).T), half)  # 260-byte rows
+    assert _transposed_reads(stacked(w.T), half)
+    assert not _transposed_reads(stacked(w.T), single)  # TF32 reads B from registers: copied
+    assert not _transposed_reads(stacked(numpy.zeros((136, 264), half)), half)  # row-major
+    assert not _transposed_reads(stacked(numpy.zeros((200, 130), half).T), half)  # 260 bytes
     ws = numpy.zeros((3, 264, 136), half)
-    assert _b_k_major(stacked(ws.swapaxes(-1, -2)), half)
+    assert _transposed_reads(stacked(ws.swapaxes(-1, -2)), half)
+    x = numpy.zeros((3, 1000, 200), half)  # X.T: A of 200 x 1000, its rows' stride 2 bytes
+    assert _transposed_reads(stacked(x.swapaxes(-1, -2)), half)
+    assert _transposed_reads(stacked(x[0].T), half)
+    assert not _transposed_reads(stacked(numpy.zeros((1000, 203), half).T), half)  # 406 bytes
 
 
 def test_matmul_auto_reads_a_b_that_tma_cannot_in_gemv():

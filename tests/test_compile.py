@@ -394,10 +394,12 @@ def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
         except (TypeError, ValueError):
             continue
         indexes = ("int",) if rung.name in matmul_rungs.HOPPER_RUNGS else ("int", "long long")
-        # gemv's instances are by how it reads B (its layouts), the others' by alignment
+        # gemv's instances are by how it reads B (its layouts), the Hopper rungs' by how they
+        # read B (the layouts of W.T among gemv's) and A, the others' by alignment
         layouts = matmul_rungs.GEMV_LAYOUTS
-        for index, aligned, layout in itertools.product(indexes, (False, True), layouts):
-            names.add(shape.instance(index, aligned, layout))
+        for index, aligned, layout, a_m_major in itertools.product(
+                indexes, (False, True), layouts, (False, True)):
+            names.add(shape.instance(index, aligned, layout, a_m_major))
     assert names == set(rung.instances)
 
 

@@ -394,6 +394,65 @@ def test_hopper_rungs_copy_w_transposed_whose_rows_tma_cannot_read(method, rng):
     assert_right_and_repeatable(got, got, (x, w.T, dx, dw.T), method, f"{method} K=130")
 
 
+#: (method, (M, K, N, batch of X, batch of B)) for X.T @ B on the Hopper rungs (X row-major,
+#: (K, M): A's columns are M-contiguous), one per tile geometry as W_T_CASES, M a multiple of 8
+#: (X's rows whole 16-byte units): 128 x 256 with N ragged, 128 x 192, 64-row tiles (M = 40:
+#: one box of 64 columns of M, read in part), 128 x 64, split_k's slices of K, stacks of X and B,
+#: one B broadcast over a stack of X, multicast's clusters.
+X_T_CASES = [("wgmma", (1000, 136, 3000, (), ())), ("wgmma", (1536, 304, 6144, (), ())),
+             ("wgmma", (40, 520, 700, (), ())), ("wgmma", (704, 256, 64, (), ())),
+             ("split_k", (304, 4000, 152, (), ())), ("wgmma", (264, 1000, 2896, (2,), (2,))),
+             ("split_k", (104, 3000, 192, (2,), ())), ("multicast", (1000, 136, 3000, (), ())),
+             ("multicast", (304, 1000, 600, (3,), (3,)))]
+
+
+@pytest.mark.parametrize("b_layout", ["B", "W.T"])
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize(("method", "case"), X_T_CASES,
+                         ids=[f"{m}-{c[0]}x{c[1]}x{c[2]}-{len(c[3])}{len(c[4])}" for m, c in X_T_CASES])
+def test_hopper_rungs_read_x_transposed_as_it_is(method, case, kind, b_layout, rng):
+    # X.T @ B with X row-major (a Gram matrix X.T @ X, a weight's gradient): A's columns are
+    # M-contiguous, and the rungs read them M-major through X's own tensor map (the instances
+    # ending `false, true` for a row-major B, `true, true` for B = W.T, read K-major too), with
+    # no copy; the same sums in the same order as for X.T.copy(), so the same bits
+    skip_unless_hopper(method)
+    dtype, _ = KINDS[kind]
+    M, K, N, x_batch, b_batch = case
+    x = reference.random_array((*x_batch, K, M), dtype, rng)
+    a, da = numpy.swapaxes(x, -1, -2), cupy.asarray(x).swapaxes(-1, -2)
+    if b_layout == "B":
+        b = reference.random_array((*b_batch, K, N), dtype, rng)
+        db = cupy.asarray(b)
+    else:
+        w = reference.random_array((*b_batch, N, K), dtype, rng)
+        b, db = numpy.swapaxes(w, -1, -2), cupy.asarray(w).swapaxes(-1, -2)
+    out = poisoned(numpy.matmul(a[..., :1, :1], b[..., :1, :]).shape[:-2] + (M, N), dtype)
+    with record_launches() as launches:
+        got = gk.matmul(da, db, method=method, out=out)
+    products = [launch.instance for launch in launches
+                if launch.instance.startswith(f"matmul_{method}<")]
+    orders = ", true, true>" if b_layout == "W.T" else ", false, true>"
+    assert len(products) == 1 and products[0].endswith(orders), launches
+    assert len(launches) == (2 if method == "split_k" else 1), launches  # no copy of A or B
+    assert_right_and_repeatable(got, out, (a, b, da, db), method, f"{method} X.T @ {b_layout}")
+    copied = gk.matmul(da.copy(), db.copy(), method=method)  # both as they are: instance one
+    assert cupy.asnumpy(copied).tobytes() == cupy.asnumpy(got).tobytes()
+
+
+@pytest.mark.parametrize("method", ["wgmma", "split_k"])
+def test_hopper_rungs_copy_x_transposed_whose_rows_tma_cannot_read(method, rng):
+    # M = 203: X's rows are 406 bytes, not a multiple of 16, so TMA cannot read X either way;
+    # the rungs copy A into a padded stack, as before, and the result is still right
+    skip_unless_hopper(method)
+    x = reference.random_array((1000, 203), numpy.float16, rng)
+    b = reference.random_array((1000, 300), numpy.float16, rng)
+    dx, db = cupy.asarray(x), cupy.asarray(b)
+    with record_launches() as launches:
+        got = gk.matmul(dx.T, db, method=method, out=poisoned((203, 300), numpy.float16))
+    assert not any(launch.instance.endswith(", false, true>") for launch in launches), launches
+    assert_right_and_repeatable(got, got, (x.T, b, dx.T, db), method, f"{method} M=203")
+
+
 #: (method, shapes) where the 16-bit types take the 128 x 192 tile: wgmma where its waves cost
 #: least (one wave of 96 tiles against the wide tiles' 72, batched, N ragged and not a multiple
 #: of 8; two waves against three), split_k where N is at most 192 (none of the wide tiles'

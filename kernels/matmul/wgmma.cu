@@ -2,15 +2,18 @@
 // its own source because it is compiled with -arch=sm_90a, which runs on compute capability 9.0 and
 // nothing else; the rungs run there only. They share the epilogue store with rung 7 (store.cuh).
 //
-//   matmul_wgmma<T, THREADS, BM, BN, STAGES, SHARED_BYTES, B_K_MAJOR>(a_map, b_map, C, M, N, K,
-//                                                tiles_m, tiles_n, a_batched, b_batched)
+//   matmul_wgmma<T, THREADS, BM, BN, STAGES, SHARED_BYTES, B_K_MAJOR, A_M_MAJOR>(a_map, b_map,
+//                                    C, M, N, K, tiles_m, tiles_n, a_batched, b_batched)
 //   matmul_split_k<...>(a_map, b_map, partial, ..., b_batched, k_steps): the same, each block
 //       over k_steps of K (blockIdx.z: which), float32 partial tiles; then
 //   matmul_split_k_sum<T, THREADS>(partial, C, count, splits): C = the partials' sum.
 //   matmul_multicast<...>(a_map, b_map, C, ...): rung 8's signature; clusters of two blocks.
 //
 // Operands (the host builds one CUtensorMap per operand, 3-D: columns, rows, matrices):
-//   A: (batch, M, K), K contiguous (K-major), box BM rows x 128 bytes.
+//   A: (batch, M, K), K contiguous (K-major), box BM rows x 128 bytes; or, where A_M_MAJOR
+//      (A = X^T of a row-major X, as in X.T @ Y; 16-bit types), X's (batch, K, M), M
+//      contiguous, boxes of 64 rows of K x 64 columns of M, BM / 64 of them, read M-major as
+//      an N-contiguous B is (no copy of such an A).
 //   B: T = gk_half or gk_bfloat16: (batch, K, N), N contiguous (MN-major: wgmma reads it
 //      transposed), boxes of 64 rows x 64 columns, BN / 64 of them per stage; or, where
 //      B_K_MAJOR (B = W^T of a row-major W, as in x @ W.T), W's (batch, N, K), K contiguous,
@@ -189,21 +192,31 @@ __device__ __forceinline__ void gk_wg_tma_multicast(unsigned dst, const gk_tenso
         : "memory");
 }
 
-// One stage's loads: A's tile (BM rows x 128 bytes of K) at `a_tile`, then BOXES boxes of B
-// right after it, BOX_BYTES each, box j holding columns n0 + BOX_COLS j .. + BOX_COLS - 1 of
+// One stage's loads: A's tile (BM rows of M, 128 bytes of K) at `a_tile`, then BOXES boxes of
+// B right after it, BOX_BYTES each, box j holding columns n0 + BOX_COLS j .. + BOX_COLS - 1 of
 // the stage's K: from an N-contiguous B (B_K_MAJOR false: the box's rows are the stage's K,
 // the map's coordinates (n, k)) or from a K-contiguous one (B_K_MAJOR true, B = W^T of a
 // row-major (N, K) W, whose map is W's: the box's rows are columns of B, 128 bytes of K each,
-// coordinates (k, n); the boxes then lie as A's tile does, BN rows of 128 bytes). In a cluster
-// of CLUSTER blocks, which share B's tile, the block of rank `rank` loads its share of the
-// boxes into every block of the cluster.
+// coordinates (k, n); the boxes then lie as A's tile does, BN rows of 128 bytes). A's tile is
+// one box of BM rows of 128 bytes of K (K-contiguous A, coordinates (k, m)) or, where
+// A_M_MAJOR (A = X^T of a row-major (K, M) X, as in X.T @ Y), BM / 64 boxes of X, each the
+// stage's K rows x 64 columns of M (coordinates (m, k)), laid out as an N-contiguous B's boxes
+// are. In a cluster of CLUSTER blocks, which share B's tile, the block of rank `rank` loads
+// its share of the boxes into every block of the cluster.
 template <int A_BYTES, int BOXES, int BOX_COLS, int BOX_BYTES, int CLUSTER = 1,
-          bool B_K_MAJOR = false>
+          bool B_K_MAJOR = false, bool A_M_MAJOR = false>
 __device__ __forceinline__ void gk_wg_load_stage(unsigned a_tile, const gk_tensor_map* a_map,
                                                  const gk_tensor_map* b_map, int k, int m0,
                                                  int n0, int a_matrix, int b_matrix,
                                                  unsigned bar, unsigned rank = 0) {
-    gk_wg_tma_load(a_tile, a_map, k, m0, a_matrix, bar);
+    if constexpr (A_M_MAJOR) {
+        static_assert(A_BYTES % BOX_BYTES == 0, "A's tile: whole boxes of 64 columns of M");
+#pragma unroll
+        for (int j = 0; j < A_BYTES / BOX_BYTES; ++j)
+            gk_wg_tma_load(a_tile + j * BOX_BYTES, a_map, m0 + BOX_COLS * j, k, a_matrix, bar);
+    } else {
+        gk_wg_tma_load(a_tile, a_map, k, m0, a_matrix, bar);
+    }
     static_assert(BOXES % CLUSTER == 0, "B's boxes shared evenly by the cluster's blocks");
     constexpr int SHARE = BOXES / CLUSTER;
 #pragma unroll
@@ -223,9 +236,9 @@ __device__ __forceinline__ void gk_wg_load_stage(unsigned a_tile, const gk_tenso
 // the block's tiles: stage i takes buffers i % STAGES and waits for their "empty" (the
 // consumers' release of stage i - STAGES), arms their "full" with STAGE_BYTES and loads A's and
 // B's tiles of K (from (k_begin + j) * BK for the j-th of `steps`) into them (gk_wg_load_stage's
-// A_BYTES, BOXES, BOX_COLS, BOX_BYTES, B_K_MAJOR).
+// A_BYTES, BOXES, BOX_COLS, BOX_BYTES, B_K_MAJOR, A_M_MAJOR).
 template <int STAGES, int STAGE_BYTES, int BK, int A_BYTES, int BOXES, int BOX_COLS,
-          int BOX_BYTES, int CLUSTER = 1, bool B_K_MAJOR = false>
+          int BOX_BYTES, int CLUSTER = 1, bool B_K_MAJOR = false, bool A_M_MAJOR = false>
 __device__ __forceinline__ void gk_wg_produce(const gk_wg_ring& ring, int first, int steps,
                                               int k_begin, const gk_tensor_map& a_map,
                                               const gk_tensor_map& b_map, int m0, int n0,
@@ -236,7 +249,7 @@ __device__ __forceinline__ void gk_wg_produce(const gk_wg_ring& ring, int first,
         const unsigned tiles = ring.smem + s * STAGE_BYTES;
         const unsigned bar = ring.full0 + 8 * s;
         gk_wg_bar_expect(bar, STAGE_BYTES);
-        gk_wg_load_stage<A_BYTES, BOXES, BOX_COLS, BOX_BYTES, CLUSTER, B_K_MAJOR>(
+        gk_wg_load_stage<A_BYTES, BOXES, BOX_COLS, BOX_BYTES, CLUSTER, B_K_MAJOR, A_M_MAJOR>(
             tiles, &a_map, &b_map, k, m0, n0, a_matrix, b_matrix, bar, rank);
     }
 }
@@ -245,7 +258,8 @@ __device__ __forceinline__ void gk_wg_produce(const gk_wg_ring& ring, int first,
 // offsets (all in 16-byte units). K-major tiles (8 rows of 128 bytes per swizzle atom): the
 // stride offset is 1024 bytes from one group of 8 rows to the next, the leading offset unused.
 // The MN-major float16 B tile (64 columns x 64 rows per box): leading offset 8192 bytes from
-// one box (64 columns of N) to the next, stride offset 1024 bytes per 8 rows of K.
+// one box (64 columns of N) to the next, stride offset 1024 bytes per 8 rows of K; an M-major
+// A tile alike (a warpgroup's 64 rows of M are one box).
 __device__ __forceinline__ u64 gk_wg_desc(unsigned addr, unsigned leading, unsigned stride) {
     return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(leading >> 4) << 16) |
            ((u64)(stride >> 4) << 32) | (1ull << 62);
@@ -321,25 +335,28 @@ __device__ __forceinline__ void gk_wg_pin(float (&d)[SUMS]) {
 
 // The two products of one width N of B (SUMS = N / 2 float32 sums a thread, held in the
 // registers GK_WG_REGS<SUMS> lists and GK_WG_D<SUMS> binds):
-// d += A(64 x 16, K-major) @ B(16 x N) with float16 or bfloat16 operands; float32 sums. B is
-// MN-major (wgmma's transposed operand) where B_K_MAJOR is false, K-major (laid out as A's
-// tile) where it is true. A, B and TB are the operand numbers of the two descriptors and of
-// the transpose flag.
-#define GK_WG_MMA_16BIT(N, SUMS, A, B, TB, TYPE, PTX_TYPE)                                    \
-    template <bool B_K_MAJOR>                                                                 \
+// d += A(64 x 16) @ B(16 x N) with float16 or bfloat16 operands; float32 sums. A is K-major
+// where A_M_MAJOR is false, M-major (wgmma's transposed operand, laid out as an N-contiguous
+// B's boxes) where it is true; B is MN-major (transposed) where B_K_MAJOR is false, K-major
+// (laid out as A's tile) where it is true. A, B, TA and TB are the operand numbers of the two
+// descriptors and of the two transpose flags.
+#define GK_WG_MMA_16BIT(N, SUMS, A, B, TA, TB, TYPE, PTX_TYPE)                                \
+    template <bool B_K_MAJOR, bool A_M_MAJOR>                                                 \
     __device__ __forceinline__ void gk_wg_mma(float(&d)[SUMS], u64 a_desc, u64 b_desc, TYPE) { \
         asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE  \
-                     " {" GK_WG_REGS##SUMS "}, %" #A ", %" #B ", 1, 1, 1, 0, %" #TB ";\n"     \
+                     " {" GK_WG_REGS##SUMS "}, %" #A ", %" #B ", 1, 1, 1, %" #TA ", %" #TB    \
+                     ";\n"                                                                    \
                      : GK_WG_D##SUMS                                                         \
-                     : "l"(a_desc), "l"(b_desc), "n"(B_K_MAJOR ? 0 : 1));                    \
+                     : "l"(a_desc), "l"(b_desc), "n"(A_M_MAJOR ? 1 : 0),                     \
+                       "n"(B_K_MAJOR ? 0 : 1));                                              \
     }
-#define GK_WG_MMA_OF_WIDTH(N, SUMS, A, B, TB)                                                  \
-    GK_WG_MMA_16BIT(N, SUMS, A, B, TB, gk_half, "f16")                                         \
-    GK_WG_MMA_16BIT(N, SUMS, A, B, TB, gk_bfloat16, "bf16")
-GK_WG_MMA_OF_WIDTH(256, 128, 128, 129, 130)
-GK_WG_MMA_OF_WIDTH(192, 96, 96, 97, 98)
-GK_WG_MMA_OF_WIDTH(128, 64, 64, 65, 66)
-GK_WG_MMA_OF_WIDTH(64, 32, 32, 33, 34)
+#define GK_WG_MMA_OF_WIDTH(N, SUMS, A, B, TA, TB)                                              \
+    GK_WG_MMA_16BIT(N, SUMS, A, B, TA, TB, gk_half, "f16")                                     \
+    GK_WG_MMA_16BIT(N, SUMS, A, B, TA, TB, gk_bfloat16, "bf16")
+GK_WG_MMA_OF_WIDTH(256, 128, 128, 129, 130, 131)
+GK_WG_MMA_OF_WIDTH(192, 96, 96, 97, 98, 99)
+GK_WG_MMA_OF_WIDTH(128, 64, 64, 65, 66, 67)
+GK_WG_MMA_OF_WIDTH(64, 32, 32, 33, 34, 35)
 #undef GK_WG_MMA_OF_WIDTH
 #undef GK_WG_MMA_16BIT
 
@@ -448,7 +465,10 @@ __device__ __forceinline__ void gk_wg_unit_origin(int unit, int units_m, int til
 // r of the pair; both share each stage's B, half of it loaded by each into both rings.
 // B_K_MAJOR: B's map is that of a row-major (N, K) W (B = W^T, as in x @ W.T), its tile in
 // shared memory BN rows of 128 bytes of K as A's is, read by wgmma K-major (gk_wg_load_stage).
-template <typename T, typename Out, typename Shape, int CLUSTER = 1, bool B_K_MAJOR = false>
+// A_M_MAJOR: A's map is that of a row-major (K, M) X (A = X^T, as in X.T @ Y), its tile boxes
+// of 64 columns of M as an N-contiguous B's, read by wgmma M-major.
+template <typename T, typename Out, typename Shape, int CLUSTER = 1, bool B_K_MAJOR = false,
+          bool A_M_MAJOR = false>
 __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk_tensor_map& b_map,
                                             Out* __restrict__ Cb, int M, int N, int tiles_m,
                                             int tiles_n, int first_tile, int a_matrix,
@@ -476,7 +496,7 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
                 gk_wg_unit_origin<Shape::BM, Shape::BN, CLUSTER>(unit, units_m, tiles_n, rank,
                                                                  m0, n0);
                 gk_wg_produce<STAGES, STAGE_BYTES, BK, Shape::A_BYTES, Shape::BN / 64, 64,
-                              64 * GK_WG_ROW_BYTES, CLUSTER, B_K_MAJOR>(
+                              64 * GK_WG_ROW_BYTES, CLUSTER, B_K_MAJOR, A_M_MAJOR>(
                     ring, i, steps, k_begin, a_map, b_map, m0, n0, a_matrix, b_matrix, rank);
             }
         }
@@ -493,15 +513,18 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
     // its row of 128 bytes (K-major: whole groups of 8 rows, as A's).
     const int b_col = Shape::SPLIT_N ? (warpgroup - 1) * Shape::WG_COLS : 0;
     const unsigned b_cols = B_K_MAJOR ? b_col * GK_WG_ROW_BYTES : b_col / 64 * 64 * GK_WG_ROW_BYTES;
-    // Stage 0's descriptors of this warpgroup's A rows and B columns, at the first k-step.
-    const u64 a_desc0 = gk_wg_desc(smem + a_rows, 16, 1024);
+    // Stage 0's descriptors of this warpgroup's A rows (64 rows of 128 bytes of K, or one box
+    // of 64 columns of M) and B columns, at the first k-step.
+    const u64 a_desc0 = A_M_MAJOR ? gk_wg_desc(smem + a_rows, 64 * GK_WG_ROW_BYTES, 1024)
+                                  : gk_wg_desc(smem + a_rows, 16, 1024);
     const u64 b_desc0 = B_K_MAJOR ? gk_wg_desc(smem + Shape::A_BYTES + b_cols, 16, 1024)
                                   : gk_wg_desc(smem + Shape::A_BYTES + b_cols,
                                                64 * GK_WG_ROW_BYTES, 1024);
     // A k-step (16 of K) moves 32 bytes along K-major rows, 16 rows of 128 bytes (2 KiB) into
-    // N-contiguous boxes.
-    constexpr unsigned B_STEP_BYTES =
-        B_K_MAJOR ? K_STEP_BYTES : K_STEP_BYTES / sizeof(T) * GK_WG_ROW_BYTES;
+    // MN-major boxes.
+    constexpr unsigned MN_STEP_BYTES = K_STEP_BYTES / sizeof(T) * GK_WG_ROW_BYTES;
+    constexpr unsigned A_STEP_BYTES = A_M_MAJOR ? MN_STEP_BYTES : K_STEP_BYTES;
+    constexpr unsigned B_STEP_BYTES = B_K_MAJOR ? K_STEP_BYTES : MN_STEP_BYTES;
     for (int unit = first_tile, i = 0; unit < units; unit += stride) {
         int m0, n0;
         gk_wg_unit_origin<Shape::BM, Shape::BN, CLUSTER>(unit, units_m, tiles_n, rank, m0, n0);
@@ -514,10 +537,10 @@ __device__ __forceinline__ void gk_wg_block(const gk_tensor_map& a_map, const gk
             gk_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < GK_WG_ROW_BYTES / K_STEP_BYTES; ++kk) {
-                // k-step kk: 32 bytes into A's rows, B_STEP_BYTES into B's tile
-                gk_wg_mma<B_K_MAJOR>(d, gk_wg_desc_at(a_desc0, s * STAGE_BYTES + kk * K_STEP_BYTES),
-                                     gk_wg_desc_at(b_desc0, s * STAGE_BYTES + kk * B_STEP_BYTES),
-                                     T());
+                // k-step kk: A_STEP_BYTES into A's tile, B_STEP_BYTES into B's
+                gk_wg_mma<B_K_MAJOR, A_M_MAJOR>(
+                    d, gk_wg_desc_at(a_desc0, s * STAGE_BYTES + kk * A_STEP_BYTES),
+                    gk_wg_desc_at(b_desc0, s * STAGE_BYTES + kk * B_STEP_BYTES), T());
             }
             gk_wg_commit();
             // Keep this stage's products in flight; the previous stage's are done, so its
@@ -781,16 +804,22 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 // through W's own map in boxes of 64 rows of N x 128 bytes of K, which land as A's tile does
 // and which wgmma reads K-major (its transpose flag off): before, the host copied such a B
 // into an N-contiguous stack on every call (H200, NOTES 222: 1024^3 at 0.22 of cuBLAS per
-// call, 8192^3 at 0.89). Not yet measured (NOTES 223).
+// call, 8192^3 at 0.89); now within 1-3% of a row-major B (H200, per call, float16 1024^3
+// 0.022 ms, 8192^3 1.71; NOTES 223).
+// A_M_MAJOR (16-bit types; rungs 9 and 11 too): A = X^T of a row-major X, as in X.T @ Y,
+// read through X's own map in boxes of 64 rows of K x 64 columns of M, laid out as an
+// N-contiguous B's, which wgmma reads M-major (its A transpose flag on): the host copied such
+// an A into a K-contiguous stack on every call. Not yet measured (NOTES 224).
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES,
-          bool B_K_MAJOR = false>
+          bool B_K_MAJOR = false, bool A_M_MAJOR = false>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_wgmma(const __grid_constant__ gk_tensor_map a_map,
                  const __grid_constant__ gk_tensor_map b_map, T* __restrict__ C, int M, int N,
                  int K, int tiles_m, int tiles_n, int a_batched, int b_batched) {
     static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>(),
                   "the host's geometry is the layout this kernel is written for");
-    static_assert(sizeof(T) == 2 || !B_K_MAJOR, "a K-major B: 16-bit types only");
+    static_assert(sizeof(T) == 2 || !(B_K_MAJOR || A_M_MAJOR),
+                  "a K-major B or an M-major A: 16-bit types only");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     const int matrix = blockIdx.y;
@@ -802,7 +831,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                          (K + BK - 1) / BK);
     } else {  // tiles blockIdx.x, blockIdx.x + gridDim.x, ...
         static_assert(BM != 256, "the 256 x 128 tile is TF32's");
-        gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>, 1, B_K_MAJOR>(
+        gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>, 1, B_K_MAJOR, A_M_MAJOR>(
             a_map, b_map, C + (i64)matrix * M * N, M, N, tiles_m, tiles_n, blockIdx.x,
             a_batched ? matrix : 0, b_batched ? matrix : 0, 0, (K + BK - 1) / BK);
     }
@@ -829,7 +858,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 // With the narrower tiles (H200, held; NOTES 103): 128x8192x64 0.73 -> 0.87, 64x8192x768
 // 0.62 -> 0.78, decode 1x8192x8192 0.88 -> 0.99 and 16x8192x8192 0.92 -> 0.98.
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES,
-          bool B_K_MAJOR = false>
+          bool B_K_MAJOR = false, bool A_M_MAJOR = false>
 __global__ void __launch_bounds__(THREADS, 1)
     matmul_split_k(const __grid_constant__ gk_tensor_map a_map,
                    const __grid_constant__ gk_tensor_map b_map, float* __restrict__ partial,
@@ -837,7 +866,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                    int k_steps) {
     static_assert(gk_wg_geometry<THREADS, BM, BN, STAGES, SHARED_BYTES>(),
                   "the host's geometry is the layout this kernel is written for");
-    static_assert(sizeof(T) == 2 || !B_K_MAJOR, "a K-major B: 16-bit types only");
+    static_assert(sizeof(T) == 2 || !(B_K_MAJOR || A_M_MAJOR),
+                  "a K-major B or an M-major A: 16-bit types only");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     const int matrix = blockIdx.y, split = blockIdx.z;
@@ -852,7 +882,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                          max(k_begin, k_end));
     } else {  // a tile a block: gridDim.x is the tiles' count
         static_assert(BM != 256, "the 256 x 128 tile is TF32's");
-        gk_wg_block<T, float, gk_wg_shape<BM, BN, STAGES>, 1, B_K_MAJOR>(
+        gk_wg_block<T, float, gk_wg_shape<BM, BN, STAGES>, 1, B_K_MAJOR, A_M_MAJOR>(
             a_map, b_map, slice, M, N, tiles_m, tiles_n, blockIdx.x, a_batched ? matrix : 0,
             b_batched ? matrix : 0, k_begin, max(k_begin, k_end));
     }
@@ -893,7 +923,7 @@ __global__ void __launch_bounds__(THREADS)
 // with release at the cluster's scope ran at 0.53-0.62 of rung 8.
 constexpr int GK_WG_CLUSTER = 2;
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES,
-          bool B_K_MAJOR = false>
+          bool B_K_MAJOR = false, bool A_M_MAJOR = false>
 __global__ void __cluster_dims__(GK_WG_CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
     matmul_multicast(const __grid_constant__ gk_tensor_map a_map,
                      const __grid_constant__ gk_tensor_map b_map, T* __restrict__ C, int M,
@@ -905,7 +935,7 @@ __global__ void __cluster_dims__(GK_WG_CLUSTER, 1, 1) __launch_bounds__(THREADS,
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BK = GK_WG_ROW_BYTES / (int)sizeof(T);
     const int matrix = blockIdx.y;
-    gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>, GK_WG_CLUSTER, B_K_MAJOR>(
+    gk_wg_block<T, T, gk_wg_shape<BM, BN, STAGES>, GK_WG_CLUSTER, B_K_MAJOR, A_M_MAJOR>(
         a_map, b_map, C + (i64)matrix * M * N, M, N, tiles_m, tiles_n,
         blockIdx.x / GK_WG_CLUSTER, a_batched ? matrix : 0, b_batched ? matrix : 0, 0,
         (K + BK - 1) / BK);

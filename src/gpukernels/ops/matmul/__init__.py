@@ -303,7 +303,9 @@ class _Wgmma:
     call. B is read as it is where it is N-contiguous: 16-bit B by wgmma's transposed shared
     operand, TF32's B (whose wgmma reads shared operands K-major only) loaded into registers by
     the kernel. A 16-bit B that is K-contiguous instead (``W.T`` of a row-major W) is read
-    K-major through W's own map (``b_k_major``: the instances that take it), with no copy."""
+    K-major through W's own map (``b_k_major``: the instances that take it), and a 16-bit A
+    that is M-contiguous (``X.T`` of a row-major X) M-major through X's (``a_m_major``), with
+    no copy."""
 
     def __init__(self, shape: rungs.Shape, a_stack: Any, b_stack: Any, M: int, N: int, K: int,
                  batch: int, a: _Operand, b: _Operand) -> None:
@@ -316,22 +318,29 @@ class _Wgmma:
         # of K).
         self.b_box_rows = rungs.WGMMA_F16_B_BOX if self.compute.itemsize == 2 else self.box_cols
         self.tiles = (ceil_div(M, tile_rows), ceil_div(N, tile_cols))
-        self.b_k_major = _b_k_major(b_stack, self.compute)
+        self.b_k_major = _transposed_reads(b_stack, self.compute)
+        self.a_m_major = _transposed_reads(a_stack, self.compute)
         self.instance = shape.instance(
-            "int", False, rungs.GEMV_COLUMNS if self.b_k_major else rungs.GEMV_ANY)
+            "int", False, rungs.GEMV_COLUMNS if self.b_k_major else rungs.GEMV_ANY,
+            self.a_m_major)
+        # An M-major A's map covers X's (batch, K, M) in boxes of 64 rows of K as B's does.
+        self.a_box_rows = rungs.WGMMA_F16_B_BOX if self.a_m_major else tile_rows
         int32 = numpy.int32
         self.scalars = (int32(M), int32(N), int32(K), int32(self.tiles[0]), int32(self.tiles[1]))
         self.calls: dict[tuple, KernelCall] = {}
         self.sums: dict[int, KernelCall] = {}  # split_k: the sum of the slices, per matrix count
         # Map templates for operands read as they are (the common case); None: built per call.
         self.templates: list[tuple[tensor_map.MapTemplate, bool] | None] = [None, None]
-        b_read = b_stack.swapaxes(1, 2) if self.b_k_major else b_stack  # what B's map covers
-        for position, (stack, operand) in enumerate(((a_stack, a), (b_read, b))):
+        # what the maps cover: A's (batch, M, K) or X's (batch, K, M), B's (batch, K, N) or W's
+        # (batch, N, K)
+        a_read = a_stack.swapaxes(1, 2) if self.a_m_major else a_stack
+        b_read = b_stack.swapaxes(1, 2) if self.b_k_major else b_stack
+        for position, (stack, operand) in enumerate(((a_read, a), (b_read, b))):
             if not operand.as_is:
                 continue
             batched = stack.shape[0] > 1 and stack.strides[0] != 0
             if tensor_map.tma_compatible(stack if batched else stack[:1]) and batch <= MAX_GRID_YZ:
-                box_rows = tile_rows if position == 0 else self.b_box_rows
+                box_rows = self.a_box_rows if position == 0 else self.b_box_rows
                 self.templates[position] = (tensor_map.MapTemplate(
                     stack if batched else stack[:1], self.box_cols, box_rows, batched), batched)
         # Both operands read as they are: one launch, its maps re-aimed at each call's data.
@@ -396,26 +405,27 @@ class _Wgmma:
             return
         a_stack, b_stack = self.a.stack(a), self.b.stack(b)
         c_stack = c.reshape(self.batch, self.M, self.N)
-        a_op, a_batched = _tma_operand(a_stack)
+        a_op, a_batched = _tma_operand(a_stack.swapaxes(1, 2) if self.a_m_major else a_stack)
         b_op, b_batched = _tma_operand(b_stack.swapaxes(1, 2) if self.b_k_major else b_stack)
-        tile_rows = self.shape.tile[0]
         for start in range(0, self.batch, MAX_GRID_YZ):
             count = builtins.min(MAX_GRID_YZ, self.batch - start)
             a_part = a_op[start:start + count] if a_batched else a_op
             b_part = b_op[start:start + count] if b_batched else b_op
-            a_map = tensor_map.tiled_map(a_part, self.box_cols, tile_rows, a_batched)
+            a_map = tensor_map.tiled_map(a_part, self.box_cols, self.a_box_rows, a_batched)
             b_map = tensor_map.tiled_map(b_part, self.box_cols, self.b_box_rows, b_batched)
             self._launch(self._call(count, (a_batched, b_batched)), a_map, b_map,
                          c_stack[start:start + count], count)
 
 
-def _b_k_major(b_stack: Any, compute: numpy.dtype) -> bool:
-    """Whether the Hopper rungs read the (batch, K, N) stack ``b_stack`` K-major: a 16-bit B
-    that TMA cannot read N-contiguous but can as the (batch, N, K) array it is a transposed
-    view of (``W.T`` of a row-major W)."""
+def _transposed_reads(stack: Any, compute: numpy.dtype) -> bool:
+    """Whether the Hopper rungs read an operand, the (batch, rows, cols) stack ``stack``,
+    through the transpose it is a view of: a 16-bit operand that TMA cannot read as it is
+    (cols contiguous) but can as the (batch, cols, rows) array it is a transposed view of. For
+    B (K, N) that is ``W.T`` of a row-major W, read K-major; for A (M, K), ``X.T`` of a
+    row-major X, read M-major."""
     if compute.itemsize != 2:
         return False
-    view = b_stack if b_stack.shape[0] > 1 and b_stack.strides[0] != 0 else b_stack[:1]
+    view = stack if stack.shape[0] > 1 and stack.strides[0] != 0 else stack[:1]
     return not tensor_map.tma_compatible(view) and tensor_map.tma_compatible(view.swapaxes(1, 2))
 
 

@@ -102,15 +102,19 @@ class Shape:
     #: grid as many clusters as the device runs at once, :func:`resident_clusters`)
     cluster: int = 1
 
-    def instance(self, index: str, aligned: bool = False, layout: int = 0) -> str:
+    def instance(self, index: str, aligned: bool = False, layout: int = 0,
+                 a_m_major: bool = False) -> str:
         """The kernel instance for an index type and the operands' alignment (the SIMT rungs
         and mma), or for how B lies (``layout``: GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS or
         GEMV_COLUMN_WORDS, as :func:`gemv_layout` tells them): gemv has an instance for each,
         the Hopper rungs one that reads B K-major for the 16-bit types' K-contiguous columns
-        (GEMV_COLUMNS or GEMV_COLUMN_WORDS: ``W.T`` of a row-major W)."""
-        if self.rung.name in HOPPER_RUNGS:  # one instance per type, tile and B's major order
-            k_major = layout in (GEMV_COLUMNS, GEMV_COLUMN_WORDS) and self.compute.itemsize == 2
-            return hopper_instance(self.rung.name, self.compute, self.tile, k_major)
+        (GEMV_COLUMNS or GEMV_COLUMN_WORDS: ``W.T`` of a row-major W), and for those types one
+        that reads A M-major (``a_m_major``: ``X.T`` of a row-major X), with either B."""
+        if self.rung.name in HOPPER_RUNGS:  # one instance per type, tile and operand order
+            half = self.compute.itemsize == 2
+            k_major = layout in (GEMV_COLUMNS, GEMV_COLUMN_WORDS) and half
+            return hopper_instance(self.rung.name, self.compute, self.tile, k_major,
+                                   a_m_major and half)
         if self.rung.name == "gemv":  # 32-bit loop indices, 64-bit offsets
             return _gemv_instance(self.compute, self.tile[0], layout)
         return _INSTANCE[self.rung.name](self.compute, index, aligned and self.aligned_flag)
@@ -420,13 +424,16 @@ WGMMA_F16_B_BOX = 64
 
 
 def hopper_instance(name: str, compute: numpy.dtype, tile: tuple[int, int],
-                    b_k_major: bool = False) -> str:
+                    b_k_major: bool = False, a_m_major: bool = False) -> str:
     """An instance of a Hopper rung: one per type and tile (32-bit indices; TMA reads any
-    layout), and for the 16-bit types one more that reads B K-major (``b_k_major``: B is the
-    transposed view of a row-major (N, K) array, as ``W.T`` in ``x @ W.T``, read as it is)."""
+    layout), and for the 16-bit types three more: one that reads B K-major (``b_k_major``: B
+    is the transposed view of a row-major (N, K) array, as ``W.T`` in ``x @ W.T``, read as it
+    is), one that reads A M-major (``a_m_major``: A is the transposed view of a row-major
+    (K, M) array, as ``X.T`` in ``X.T @ Y``), and one that does both."""
+    orders = (", true, true" if a_m_major else ", true") if b_k_major else \
+        (", false, true" if a_m_major else "")
     return (f"matmul_{name}<{TENSOR_CORE_C_TYPES[compute]}, {WGMMA_THREADS}, {tile[0]}, "
-            f"{tile[1]}, {WGMMA_STAGES[tile]}, {wgmma_shared_bytes(tile)}"
-            f"{', true' if b_k_major else ''}>")
+            f"{tile[1]}, {WGMMA_STAGES[tile]}, {wgmma_shared_bytes(tile)}{orders}>")
 
 
 def wgmma_fits(p: Problem) -> bool:
@@ -637,10 +644,16 @@ def _tensor_groups(source: KernelSource, name: str, indexes: tuple, aligned: tup
                  for index in indexes for c in TENSOR_CORE_C_TYPES)
 
 
+#: The Hopper rungs' lazy groups of instances by the operands' order, beyond A K-major and B
+#: N-major: (label, B K-major, A M-major).
+_OPERAND_ORDERS = (("W.T", True, False), ("X.T", False, True), ("X.T W.T", True, True))
+
+
 def _hopper_groups(name: str, tiles: tuple) -> tuple:
     """The Hopper rungs' instances per type, each tile of :data:`WGMMA_TILES` (TF32's as
     :func:`hopper_tile` maps them, and none of 128 x 192): float16 and TF32 at import,
-    bfloat16 on first use; the 16-bit types' instances that read B K-major on first use."""
+    bfloat16 on first use; the 16-bit types' instances that read B K-major, A M-major or both
+    on first use (a group each)."""
     def tiles_of(compute: numpy.dtype) -> tuple:
         return tuple(dict.fromkeys(hopper_tile(tile, compute) for tile in tiles
                                    if tile != WGMMA_MID_TILE or takes_mid_tile(compute)))
@@ -649,10 +662,10 @@ def _hopper_groups(name: str, tiles: tuple) -> tuple:
                                   [hopper_instance(name, c, tile) for tile in tiles_of(c)],
                                   eager=c != BFLOAT16)
                  for c in TENSOR_CORE_C_TYPES) + \
-        tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]} W.T",
-                               [hopper_instance(name, c, tile, True) for tile in tiles_of(c)],
-                               eager=False)
-              for c in HALF_TYPES)
+        tuple(WGMMA_SOURCE.add(f"{name} {TENSOR_CORE_C_TYPES[c]} {label}",
+                               [hopper_instance(name, c, tile, b_k_major, a_m_major)
+                                for tile in tiles_of(c)], eager=False)
+              for c in HALF_TYPES for label, b_k_major, a_m_major in _OPERAND_ORDERS)
 
 
 LADDER = Ladder("matmul", (
@@ -712,8 +725,10 @@ LADDER = Ladder("matmul", (
                       "(TMA multicast); 128x256 tiles, float16 and bfloat16",
          WGMMA_SOURCE, "matmul_multicast",
          tuple(WGMMA_SOURCE.add(f"multicast {TENSOR_CORE_C_TYPES[c]}",
-                                [hopper_instance("multicast", c, MULTICAST_TILE, k_major)
-                                 for k_major in (False, True)], eager=False)
+                                [hopper_instance("multicast", c, MULTICAST_TILE, k_major,
+                                                 m_major)
+                                 for m_major in (False, True) for k_major in (False, True)],
+                                eager=False)
                for c in HALF_TYPES),
          plan_multicast,
          Needs(only_capability=WGMMA_CAPABILITY, dtypes="float16 and bfloat16",
