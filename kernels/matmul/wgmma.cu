@@ -809,7 +809,8 @@ __device__ __forceinline__ void gk_wg_tf32_block(const gk_tensor_map& a_map,
 // A_M_MAJOR (16-bit types; rungs 9 and 11 too): A = X^T of a row-major X, as in X.T @ Y,
 // read through X's own map in boxes of 64 rows of K x 64 columns of M, laid out as an
 // N-contiguous B's, which wgmma reads M-major (its A transpose flag on): the host copied such
-// an A into a K-contiguous stack on every call. Not yet measured (NOTES 224).
+// an A into a K-contiguous stack on every call (H200, per call, float16 512^3 0.109 ms, 8192^3
+// 2.01); now within 1-3% of a row-major A (0.017 and 1.67 ms; NOTES 224).
 template <typename T, int THREADS, int BM, int BN, int STAGES, int SHARED_BYTES,
           bool B_K_MAJOR = false, bool A_M_MAJOR = false>
 __global__ void __launch_bounds__(THREADS, 1)
