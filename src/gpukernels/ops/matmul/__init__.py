@@ -299,8 +299,8 @@ class _Wgmma:
     them into C; wgmma's 16-bit types: a block per SM walking the tiles; multicast: as many
     clusters of two blocks as the GPU runs at once, walking pairs of row tiles). Operands TMA
     can read as they are keep a map template re-aimed at each call's data; others (rows not
-    16-byte aligned, an A that is a transposed view) are copied into padded stacks on every
-    call. B is read as it is where it is N-contiguous: 16-bit B by wgmma's transposed shared
+    16-byte aligned; for TF32, transposed views) are copied into padded stacks on
+    every call. B is read as it is where it is N-contiguous: 16-bit B by wgmma's transposed shared
     operand, TF32's B (whose wgmma reads shared operands K-major only) loaded into registers by
     the kernel. A 16-bit B that is K-contiguous instead (``W.T`` of a row-major W) is read
     K-major through W's own map (``b_k_major``: the instances that take it), and a 16-bit A
@@ -525,8 +525,10 @@ def matmul(a: Any, b: Any, *, method: str = "auto", out: Any = None,
         ``"gemv"`` for at most 16 rows of float16 or bfloat16, else ``"mma"``; else the
         fastest SIMT rung (the README's table). The tensor-core rungs take float16 and
         bfloat16, and float32 only as TF32.
-        ``"wgmma"`` and ``"split_k"`` run on compute capability 9.0 only; they copy operands
-        whose rows are not 16-byte aligned into padded temporaries.
+        ``"wgmma"`` and ``"split_k"`` run on compute capability 9.0 only; they read float16
+        and bfloat16 operands that are transposed views (``x @ w.T``, ``x.T @ y``) as they
+        lie, and copy operands whose rows are not 16-byte aligned (and TF32's transposed
+        views) into padded temporaries.
     out : cupy.ndarray, optional
         Destination of the result's shape on the same device; its dtype must be one the result
         casts to under NumPy's ``same_kind`` rule.
