@@ -343,6 +343,23 @@ def test_tf32_tiles_read_b_as_it_is(method, shapes, tile, case, rng):
                                 f"{method} {case} {pair_id(shapes)}", precision="tf32")
 
 
+def assert_read_as_they_lie(method, operands, out, orders, context):
+    """``gk.matmul(da, db, out=out)`` launches one product instance, whose name ends with
+    ``orders`` (how it reads the transposed views among the operands), and no copy (split_k:
+    its sum too); the result is right, repeatable, and bitwise that of the operands' row-major
+    copies (the same sums in the same order). ``operands`` is (a, b, da, db)."""
+    da, db = operands[2:]
+    with record_launches() as launches:
+        got = gk.matmul(da, db, method=method, out=out)
+    products = [launch.instance for launch in launches
+                if launch.instance.startswith(f"matmul_{method}<")]
+    assert len(products) == 1 and products[0].endswith(orders), launches
+    assert len(launches) == (2 if method == "split_k" else 1), launches  # no copy
+    assert_right_and_repeatable(got, out, operands, method, context)
+    copied = gk.matmul(da.copy(), db.copy(), method=method)  # row-major: the first instance
+    assert cupy.asnumpy(copied).tobytes() == cupy.asnumpy(got).tobytes()
+
+
 #: (method, (M, K, N, batch of x, batch of W)) for x @ W.T on the Hopper rungs, one per tile
 #: geometry: 128 x 256 with N ragged, 128 x 192, 64-row tiles (their warpgroups split the
 #: columns), 128 x 64, split_k's slices of K, a stack of W, one W broadcast over a stack of x,
@@ -369,29 +386,7 @@ def test_hopper_rungs_read_w_transposed_as_it_is(method, case, kind, rng):
     dx, dw = cupy.asarray(x), cupy.asarray(w)
     b, db = numpy.swapaxes(w, -1, -2), dw.swapaxes(-1, -2)
     out = poisoned(numpy.matmul(x[..., :1, :1], b[..., :1, :]).shape[:-2] + (M, N), dtype)
-    with record_launches() as launches:
-        got = gk.matmul(dx, db, method=method, out=out)
-    products = [launch.instance for launch in launches
-                if launch.instance.startswith(f"matmul_{method}<")]
-    assert len(products) == 1 and products[0].endswith(", true>"), launches
-    assert len(launches) == (2 if method == "split_k" else 1), launches  # no copy of B
-    assert_right_and_repeatable(got, out, (x, b, dx, db), method, f"{method} x @ W.T {case}")
-    copied = gk.matmul(dx, db.copy(), method=method)  # B N-contiguous: the other instance
-    assert cupy.asnumpy(copied).tobytes() == cupy.asnumpy(got).tobytes()
-
-
-@pytest.mark.parametrize("method", ["wgmma", "split_k"])
-def test_hopper_rungs_copy_w_transposed_whose_rows_tma_cannot_read(method, rng):
-    # K = 130: W's rows are 260 bytes, not a multiple of 16, so TMA cannot read W either way;
-    # the rungs copy B into a padded stack, as before, and the result is still right
-    skip_unless_hopper(method)
-    x = reference.random_array((300, 130), numpy.float16, rng)
-    w = reference.random_array((200, 130), numpy.float16, rng)
-    dx, dw = cupy.asarray(x), cupy.asarray(w)
-    with record_launches() as launches:
-        got = gk.matmul(dx, dw.T, method=method, out=poisoned((300, 200), numpy.float16))
-    assert not any(launch.instance.endswith(", true>") for launch in launches), launches
-    assert_right_and_repeatable(got, got, (x, w.T, dx, dw.T), method, f"{method} K=130")
+    assert_read_as_they_lie(method, (x, b, dx, db), out, ", true>", f"{method} x @ W.T {case}")
 
 
 #: (method, (M, K, N, batch of X, batch of B)) for X.T @ B on the Hopper rungs (X row-major,
@@ -427,30 +422,32 @@ def test_hopper_rungs_read_x_transposed_as_it_is(method, case, kind, b_layout, r
         w = reference.random_array((*b_batch, N, K), dtype, rng)
         b, db = numpy.swapaxes(w, -1, -2), cupy.asarray(w).swapaxes(-1, -2)
     out = poisoned(numpy.matmul(a[..., :1, :1], b[..., :1, :]).shape[:-2] + (M, N), dtype)
+    orders = ", true, true>" if b_layout == "W.T" else ", false, true>"
+    assert_read_as_they_lie(method, (a, b, da, db), out, orders, f"{method} X.T @ {b_layout}")
+
+
+@pytest.mark.parametrize("view", ["X.T @ B", "x @ W.T"])
+@pytest.mark.parametrize("method", ["wgmma", "split_k"])
+def test_hopper_rungs_copy_transposed_views_whose_rows_tma_cannot_read(method, view, rng):
+    # X's rows of M = 203 (406 bytes) and W's of K = 130 (260 bytes) are not multiples of 16
+    # bytes, so TMA cannot read them either way; the rungs copy the operand into a padded stack,
+    # as before (no instance that reads a transposed view), and the result is still right
+    skip_unless_hopper(method)
+    if view == "X.T @ B":
+        x = reference.random_array((1000, 203), numpy.float16, rng)
+        b = reference.random_array((1000, 300), numpy.float16, rng)
+        a, da, db = x.T, cupy.asarray(x).T, cupy.asarray(b)
+    else:
+        a = reference.random_array((300, 130), numpy.float16, rng)
+        w = reference.random_array((200, 130), numpy.float16, rng)
+        b, da, db = w.T, cupy.asarray(a), cupy.asarray(w).T
+    out = poisoned((a.shape[0], b.shape[1]), numpy.float16)
     with record_launches() as launches:
         got = gk.matmul(da, db, method=method, out=out)
-    products = [launch.instance for launch in launches
-                if launch.instance.startswith(f"matmul_{method}<")]
-    orders = ", true, true>" if b_layout == "W.T" else ", false, true>"
-    assert len(products) == 1 and products[0].endswith(orders), launches
-    assert len(launches) == (2 if method == "split_k" else 1), launches  # no copy of A or B
-    assert_right_and_repeatable(got, out, (a, b, da, db), method, f"{method} X.T @ {b_layout}")
-    copied = gk.matmul(da.copy(), db.copy(), method=method)  # both as they are: instance one
-    assert cupy.asnumpy(copied).tobytes() == cupy.asnumpy(got).tobytes()
-
-
-@pytest.mark.parametrize("method", ["wgmma", "split_k"])
-def test_hopper_rungs_copy_x_transposed_whose_rows_tma_cannot_read(method, rng):
-    # M = 203: X's rows are 406 bytes, not a multiple of 16, so TMA cannot read X either way;
-    # the rungs copy A into a padded stack, as before, and the result is still right
-    skip_unless_hopper(method)
-    x = reference.random_array((1000, 203), numpy.float16, rng)
-    b = reference.random_array((1000, 300), numpy.float16, rng)
-    dx, db = cupy.asarray(x), cupy.asarray(b)
-    with record_launches() as launches:
-        got = gk.matmul(dx.T, db, method=method, out=poisoned((203, 300), numpy.float16))
-    assert not any(launch.instance.endswith(", false, true>") for launch in launches), launches
-    assert_right_and_repeatable(got, got, (x.T, b, dx.T, db), method, f"{method} M=203")
+    # the instances that read a transposed view end with `true>` (`true>`, `false, true>` or
+    # `true, true>`)
+    assert not any(launch.instance.endswith(", true>") for launch in launches), launches
+    assert_right_and_repeatable(got, out, (a, b, da, db), method, f"{method} {view}")
 
 
 #: (method, shapes) where the 16-bit types take the 128 x 192 tile: wgmma where its waves cost
