@@ -65,8 +65,9 @@ class Problem:
     multiprocessors : int
         Its SM count (what ``auto`` fills).
     b_as_is : bool
-        Whether TMA reads B as it is (N-contiguous rows 16 bytes apart); the Hopper rungs copy
-        any other B into a padded stack on every call.
+        Whether TMA reads B as it is (N-contiguous rows 16 bytes apart); the Hopper rungs read
+        a 16-bit ``W.T`` of a row-major W K-major and copy any other B into a padded stack on
+        every call.
     """
 
     batch: int
@@ -749,8 +750,9 @@ def choose(p: Problem) -> Rung:
 
     float16, bfloat16 and precision="tf32" run on the tensor cores (compute capability 8.0 and
     newer). On 9.0: gemv for float16 and bfloat16 products of at most :data:`GEMV_MAX_ROWS`
-    rows whose B TMA cannot read as it is (such as x @ W.T with W row-major: the Hopper rungs
-    would copy B on every call; NOTES 161); split_k wherever it would cut K into two or more
+    rows whose B TMA cannot read N-contiguous (such as x @ W.T with W row-major: the Hopper
+    rungs read it K-major, but gemv's one launch leads or ties split_k's two per call from 1
+    to 16 rows; NOTES 161 and 225); split_k wherever it would cut K into two or more
     slices and wgmma would leave most SMs idle for a long K (:data:`SPLIT_K_AUTO_MIN_STEPS`),
     gemv there for float16 and bfloat16 products of at most :data:`GEMV_HOPPER_MAX_ROWS` rows
     (one launch where split_k takes two; NOTES 154); else wgmma. Elsewhere gemv for float16
