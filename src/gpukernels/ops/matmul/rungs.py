@@ -698,7 +698,7 @@ LADDER = Ladder("matmul", (
                   "TF32 256x128 in place of 128x256 (128x128 for M of at most "
                   "128) and 64x128 for M of at most 64, B read into registers as it is), "
                   "loads and math in separate warps; 16-bit types one block per SM walking "
-                  "the tiles",
+                  "the tiles, and transposed views (x @ W.T, X.T @ Y) read as they lie",
          WGMMA_SOURCE, "matmul_wgmma", _hopper_groups("wgmma", WGMMA_TILES),
          plan_wgmma,
          Needs(only_capability=WGMMA_CAPABILITY,
