@@ -393,12 +393,12 @@ def test_hopper_rungs_read_w_transposed_as_it_is(method, case, kind, rng):
 #: (K, M): A's columns are M-contiguous), one per tile geometry as W_T_CASES, M a multiple of 8
 #: (X's rows whole 16-byte units): 128 x 256 with N ragged, 128 x 192, 64-row tiles (M = 40:
 #: one box of 64 columns of M, read in part), 128 x 64, split_k's slices of K, stacks of X and B,
-#: one B broadcast over a stack of X, multicast's clusters.
+#: one B broadcast over a stack of X, one X over a stack of B, multicast's clusters.
 X_T_CASES = [("wgmma", (1000, 136, 3000, (), ())), ("wgmma", (1536, 304, 6144, (), ())),
              ("wgmma", (40, 520, 700, (), ())), ("wgmma", (704, 256, 64, (), ())),
              ("split_k", (304, 4000, 152, (), ())), ("wgmma", (264, 1000, 2896, (2,), (2,))),
-             ("split_k", (104, 3000, 192, (2,), ())), ("multicast", (1000, 136, 3000, (), ())),
-             ("multicast", (304, 1000, 600, (3,), (3,)))]
+             ("split_k", (104, 3000, 192, (2,), ())), ("wgmma", (1000, 136, 600, (), (2,))),
+             ("multicast", (1000, 136, 3000, (), ())), ("multicast", (304, 1000, 600, (3,), (3,)))]
 
 
 @pytest.mark.parametrize("b_layout", ["B", "W.T"])
