@@ -299,8 +299,8 @@ class _Wgmma:
     them into C; wgmma's 16-bit types: a block per SM walking the tiles; multicast: as many
     clusters of two blocks as the GPU runs at once, walking pairs of row tiles). Operands TMA
     can read as they are keep a map template re-aimed at each call's data; others (rows not
-    16-byte aligned; for TF32, transposed views) are copied into padded stacks on
-    every call. B is read as it is where it is N-contiguous: 16-bit B by wgmma's transposed shared
+    16-byte aligned; for TF32, transposed views) are copied into padded stacks on every call.
+    B is read as it is where it is N-contiguous: 16-bit B by wgmma's transposed shared
     operand, TF32's B (whose wgmma reads shared operands K-major only) loaded into registers by
     the kernel. A 16-bit B that is K-contiguous instead (``W.T`` of a row-major W) is read
     K-major through W's own map (``b_k_major``: the instances that take it), and a 16-bit A
