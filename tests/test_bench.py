@@ -255,6 +255,8 @@ def test_measurement_properties():
     assert [x.case for x in p] == ["4x5x6 axes=(2, 0, 1)", "4x5x6 axes=(1, 0, 2)"]
     w = row("matmul", "gemv", (1, 64, 32), 1.0, b="W.T")
     assert w.case == "1x64x32 b=W.T"
+    assert row("matmul", "auto", (64, 64, 32), 1.0, a="X.T").case == "64x64x32 a=X.T"
+    assert row("matmul", "auto", (64, 64, 32), 1.0, a="X.T", b="W.T").case == "64x64x32 a=X.T b=W.T"
 
 
 def test_split_methods():
@@ -600,6 +602,22 @@ def test_bench_matmul_with_b_transposed():
 
 
 @pytest.mark.gpu
+def test_bench_matmul_with_a_transposed():
+    # X.T @ Y and X.T @ W.T: a square product on the Hopper rungs' M-major A where they run,
+    # and a decode-shaped one, float16, every result checked
+    result = benchmark.bench("matmul", sizes=(128,), shapes=[(16, 256, 520)], dtypes=("float16",),
+                             methods=("mma", "auto"), timing=FAST, progress=False,
+                             a_transposed=True)
+    assert not result.wrong
+    assert {r.case for r in result} == {"128x128x128 a=X.T", "16x256x520 a=X.T"}
+    assert all(r.status == "ok" for r in result if r.method == "auto")
+    both = benchmark.bench("matmul", sizes=(128,), shapes=[], dtypes=("float16",),
+                           methods=("auto",), timing=FAST, progress=False, a_transposed=True,
+                           b_transposed=True)
+    assert not both.wrong and {r.case for r in both} == {"128x128x128 a=X.T b=W.T"}
+
+
+@pytest.mark.gpu
 def test_bench_reduce_small():
     result = benchmark.bench("reduce", sizes=(1000, 2**16), dtypes=("float32", "int32"),
                              axis_cases=[((256, 256), 0), ((300, 2), 1), ((1, 4096), 1)],
@@ -825,25 +843,31 @@ def test_the_suite_plots_ratios_against_work():
     assert "auto, held" in labels and "auto, per call" in labels
 
 
-def test_b_transposed_cases_and_inputs():
-    # `bench matmul --b-transposed`: every case carries the option, and its b is the transposed
-    # view of a row-major N x K array (x @ W.T), not a row-major K x N one
+def test_transposed_operands_cases_and_inputs():
+    # `bench matmul --a-transposed --b-transposed`: every case carries the options given, its
+    # a the transposed view of a row-major K x M array (X.T @ Y) and its b that of a row-major
+    # N x K array (x @ W.T), not row-major M x K and K x N ones
     from gpukernels.ops.matmul.check import inputs
 
     spec = OPERATIONS["matmul"].bench
-    for suite in (False, True):
-        cases = spec.cases("matmul", sizes=(64,), dtypes=("float16",), shapes=[(1, 96, 80)],
-                           suite=suite, b_transposed=True)
-        assert cases and all(dict(c.options) == {"b": "W.T"} for c in cases)
-        assert "b=W.T" in cases[-1].label
+    for given, labels in (({"b_transposed": True}, {"b": "W.T"}),
+                          ({"a_transposed": True}, {"a": "X.T"}),
+                          ({"a_transposed": True, "b_transposed": True}, {"a": "X.T", "b": "W.T"})):
+        for suite in (False, True):
+            cases = spec.cases("matmul", sizes=(64,), dtypes=("float16",), shapes=[(1, 96, 80)],
+                               suite=suite, **given)
+            assert cases and all(dict(c.options) == labels for c in cases)
+            assert ", ".join(f"{k}={v}" for k, v in labels.items()) in cases[-1].label
     assert all(c.options == () for c in spec.cases("matmul", sizes=(64,), dtypes=("float16",),
                                                    shapes=[]))
     for shape in ((3, 5, 7), (2, 3, 5, 7)):
-        (a, b), _ = inputs(shape, numpy.float16, 4, b_transposed=True)
-        (_, plain), _ = inputs(shape, numpy.float16, 4)
-        assert a.shape == shape[:-1] and b.shape == plain.shape == (*shape[:-3], 5, 7)
-        assert b.swapaxes(-1, -2).flags.c_contiguous and not b.flags.c_contiguous
-        assert plain.flags.c_contiguous
+        (a, b), _ = inputs(shape, numpy.float16, 4, a_transposed=True, b_transposed=True)
+        (plain_a, plain_b), _ = inputs(shape, numpy.float16, 4)
+        assert a.shape == plain_a.shape == shape[:-1]
+        assert b.shape == plain_b.shape == (*shape[:-3], 5, 7)
+        for view in (a, b):
+            assert view.swapaxes(-1, -2).flags.c_contiguous and not view.flags.c_contiguous
+        assert plain_a.flags.c_contiguous and plain_b.flags.c_contiguous
 
 
 def record_bench_arguments(monkeypatch) -> dict:
@@ -859,13 +883,17 @@ def record_bench_arguments(monkeypatch) -> dict:
     return seen
 
 
-def test_b_transposed_on_the_command_line(monkeypatch):
+def test_transposed_operands_on_the_command_line(monkeypatch):
     seen = record_bench_arguments(monkeypatch)
     assert main(["bench", "matmul", "--b-transposed", "--shapes", "1x64x32",
                  "--no-progress"]) == 0
     assert seen["b_transposed"] is True and list(seen["shapes"]) == [(1, 64, 32)]
-    with pytest.raises(SystemExit):
-        main(["bench", "cumsum", "--b-transposed"])
+    assert "a_transposed" not in seen
+    assert main(["bench", "matmul", "--a-transposed", "--no-progress"]) == 0
+    assert seen["a_transposed"] is True
+    for flag in ("--a-transposed", "--b-transposed"):
+        with pytest.raises(SystemExit):
+            main(["bench", "cumsum", flag])
 
 
 def test_suite_on_the_command_line(monkeypatch):

@@ -119,6 +119,9 @@ def _add_bench(subparsers: Any, targets: tuple[str, ...]) -> None:
                               "a sweep of M, K and N over 64..8192), in float16 and bfloat16 "
                               "with method auto unless --dtypes or --methods say otherwise; "
                               "prints the minimum and geometric mean of the ratio to cuBLAS"))
+    inputs.add_argument("--a-transposed", action="store_true",
+                        help=("matmul: a is the transposed view of a row-major K x M array, as "
+                              "X.T in X.T @ Y (default: a row-major M x K a)"))
     inputs.add_argument("--b-transposed", action="store_true",
                         help=("matmul: b is the transposed view of a row-major N x K array, as "
                               "W.T in a linear layer's x @ W.T (default: a row-major K x N b)"))
@@ -344,10 +347,11 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         options["torch"] = args.torch
         if not args.axis:
             options["axis_cases"] = ()
-    if args.b_transposed:
-        if not any("b_transposed" in op.bench.options for op in operations):
-            parser.error("--b-transposed is matmul's: give the target matmul")
-        options["b_transposed"] = True
+    for flag, name in (("--a-transposed", "a_transposed"), ("--b-transposed", "b_transposed")):
+        if getattr(args, name):
+            if not any(name in op.bench.options for op in operations):
+                parser.error(f"{flag} is matmul's: give the target matmul")
+            options[name] = True
     if args.suite:
         if not any("suite" in op.bench.options for op in operations):
             parser.error("--suite is matmul's shape suite: give the target matmul")

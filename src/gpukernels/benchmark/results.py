@@ -98,13 +98,14 @@ class Measurement:
     @property
     def case(self) -> str:
         """The input as one label, e.g. ``"8192x8192"``, ``"8192x8192 axis=0"``, for a
-        permutation ``"256x512x512 axes=(2, 0, 1)"``, for a product whose B is a transposed
-        view ``"1x8192x8192 b=W.T"``."""
+        permutation ``"256x512x512 axes=(2, 0, 1)"``, for a product whose operands are
+        transposed views ``"1x8192x8192 b=W.T"`` or ``"4096x4096x4096 a=X.T b=W.T"``."""
         label = "x".join(str(s) for s in self.shape)
         if self.notes.get("axes") is not None:
             label += f" axes={tuple(self.notes['axes'])}"
-        if self.notes.get("b") is not None:
-            label += f" b={self.notes['b']}"
+        for operand in ("a", "b"):
+            if self.notes.get(operand) is not None:
+                label += f" {operand}={self.notes[operand]}"
         return label if self.axis is None else f"{label} axis={self.axis}"
 
     @property

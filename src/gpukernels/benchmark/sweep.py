@@ -306,8 +306,9 @@ def bench(target: Iterable[str] | str = "all", *, sizes: Iterable[int] | None = 
         Seed of the random inputs (recorded in the result's settings).
     **options
         An operation's own options, e.g. for reductions ``axis_cases``, ``axis_dtype`` and
-        ``torch``, for matmul ``suite`` and ``b_transposed`` (B as the transposed view of a
-        row-major N x K array: ``x @ W.T``); see ``python -m gpukernels bench --help``. An
+        ``torch``, for matmul ``suite``, ``a_transposed`` (A as the transposed view of a
+        row-major K x M array: ``X.T @ Y``) and ``b_transposed`` (B as that of a row-major N x
+        K array: ``x @ W.T``); see ``python -m gpukernels bench --help``. An
         operation ignores the ones it does not declare.
 
     Returns

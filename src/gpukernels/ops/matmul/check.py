@@ -23,18 +23,25 @@ TF32 = "tf32"
 
 
 def inputs(shape: tuple, dtype: Any, rng: Any, *, xp: Any = numpy,
-           integer_valued: bool = False, b_transposed: bool = False) -> tuple:
+           integer_valued: bool = False, a_transposed: bool = False,
+           b_transposed: bool = False) -> tuple:
     """``((a, b), kwargs)`` for ``shape`` = (M, K, N), or (B, M, K, N) for a stack of B
     products: fresh random operands of [B x] M x K and [B x] K x N, on the host
     (``xp=numpy``) or the device (``xp=cupy``); ``dtype`` ``"tf32"`` gives float32 operands
-    and ``precision="tf32"``. ``b_transposed``: b is the transposed view of a row-major
-    [B x] N x K array, as ``W.T`` in a linear layer's ``x @ W.T``."""
+    and ``precision="tf32"``. ``a_transposed``: a is the transposed view of a row-major
+    [B x] K x M array, as ``X.T`` in ``X.T @ Y`` (a Gram matrix, a weight's gradient).
+    ``b_transposed``: b is the transposed view of a row-major [B x] N x K array, as ``W.T``
+    in a linear layer's ``x @ W.T``."""
     *batch, m, k, n = shape
     kwargs = {"precision": TF32} if dtype == TF32 else {}
     dtype = numpy.float32 if dtype == TF32 else dtype
     if not isinstance(rng, numpy.random.Generator):
         rng = numpy.random.default_rng(rng)
-    a = random_array((*batch, m, k), dtype, rng, xp=xp, integer_valued=integer_valued)
+    if a_transposed:
+        x = random_array((*batch, k, m), dtype, rng, xp=xp, integer_valued=integer_valued)
+        a = x.swapaxes(-1, -2)
+    else:
+        a = random_array((*batch, m, k), dtype, rng, xp=xp, integer_valued=integer_valued)
     if b_transposed:
         w = random_array((*batch, n, k), dtype, rng, xp=xp, integer_valued=integer_valued)
         b = w.swapaxes(-1, -2)
@@ -120,10 +127,12 @@ def suite_shapes() -> tuple[tuple[int, int, int], ...]:
 
 
 def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
-           shapes: Sequence[tuple], suite: bool = False, b_transposed: bool = False) -> list:
+           shapes: Sequence[tuple], suite: bool = False, a_transposed: bool = False,
+           b_transposed: bool = False) -> list:
     from ...benchmark.sweep import Case
 
-    options = ((B_OPTION, B_TRANSPOSED),) if b_transposed else ()
+    options = (((A_OPTION, A_TRANSPOSED),) if a_transposed else ()) + \
+        (((B_OPTION, B_TRANSPOSED),) if b_transposed else ())
     cases = []
     if suite:  # the shape suite replaces the size sweep
         named = set(NAMED_SHAPES)
@@ -141,8 +150,10 @@ def _cases(operation: str, *, sizes: Sequence[int], dtypes: Sequence[Any],
     return cases
 
 
-#: A benchmark case's option (and its value) for a B given as the transposed view of a
-#: row-major (N, K) array (``bench matmul --b-transposed``).
+#: A benchmark case's options (and their values) for an A given as the transposed view of a
+#: row-major (K, M) array (``bench matmul --a-transposed``) and a B given as that of a
+#: row-major (N, K) array (``--b-transposed``).
+A_OPTION, A_TRANSPOSED = "a", "X.T"
 B_OPTION, B_TRANSPOSED = "b", "W.T"
 
 
@@ -163,8 +174,10 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int, **_: Any
 
     cupy = _device.cupy
     op = OPERATIONS[case.operation]
+    a_transposed = dict(case.options).get(A_OPTION) == A_TRANSPOSED
     b_transposed = dict(case.options).get(B_OPTION) == B_TRANSPOSED
-    (a, b), kwargs = inputs(case.shape, case.dtype, seed, xp=cupy, b_transposed=b_transposed)
+    (a, b), kwargs = inputs(case.shape, case.dtype, seed, xp=cupy, a_transposed=a_transposed,
+                            b_transposed=b_transposed)
     dtype = numpy.result_type(a.dtype, b.dtype)
     want, bound = reference(a, b, xp=cupy, **kwargs)
 
@@ -193,6 +206,8 @@ def _candidates(case: Any, methods: tuple[str, ...], seed: int, **_: Any
                                         f"{method} does not compute {case.dtype} products"))
     *batch, m, k, n = case.shape
     notes: dict = {"input_bytes": a.nbytes + b.nbytes}
+    if a_transposed:
+        notes[A_OPTION] = A_TRANSPOSED
     if b_transposed:
         notes[B_OPTION] = B_TRANSPOSED
     if not batch and min(m, n) <= DECODE_ROWS:  # bound by reading its operands: time a copy
@@ -265,9 +280,9 @@ BENCH = BenchSpec(
     defaults={"sizes": (512, 1024, 2048, 4096, 8192),
               "dtypes": ("float32", "float16", "bfloat16", TF32),
               "shapes": ((4095, 4097, 4099), (256, 128, 256, 128)), "suite": False,
-              "b_transposed": False},
+              "a_transposed": False, "b_transposed": False},
     quick={"sizes": (128, 256, 512), "shapes": ((127, 65, 129), (3, 33, 65, 17))},
     cases=_cases, candidates=_candidates, main_cases=_main_cases,
-    options=("suite", "b_transposed"),
+    options=("suite", "a_transposed", "b_transposed"),
     title="Matmul: achieved TFLOP/s against problem size", x_axis="cube",
     summary=suite_summary)
