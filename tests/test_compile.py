@@ -395,11 +395,12 @@ def test_matmul_plans_launch_exactly_the_compiled_instances(rung):
             continue
         indexes = ("int",) if rung.name in matmul_rungs.HOPPER_RUNGS else ("int", "long long")
         # gemv's instances are by how it reads B (its layouts), the Hopper rungs' by how they
-        # read B (the layouts of W.T among gemv's) and A, the others' by alignment
+        # read B and A, the others' by alignment
         layouts = matmul_rungs.GEMV_LAYOUTS
-        for index, aligned, layout, a_m_major in itertools.product(
-                indexes, (False, True), layouts, (False, True)):
-            names.add(shape.instance(index, aligned, layout, a_m_major))
+        for index, aligned, layout, b_k_major, a_m_major in itertools.product(
+                indexes, (False, True), layouts, (False, True), (False, True)):
+            names.add(shape.instance(index, aligned, layout, b_k_major=b_k_major,
+                                     a_m_major=a_m_major))
     assert names == set(rung.instances)
 
 

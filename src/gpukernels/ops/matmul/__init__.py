@@ -320,9 +320,8 @@ class _Wgmma:
         self.tiles = (ceil_div(M, tile_rows), ceil_div(N, tile_cols))
         self.b_k_major = _transposed_reads(b_stack, self.compute)
         self.a_m_major = _transposed_reads(a_stack, self.compute)
-        self.instance = shape.instance(
-            "int", False, rungs.GEMV_COLUMNS if self.b_k_major else rungs.GEMV_ANY,
-            self.a_m_major)
+        self.instance = shape.instance("int", b_k_major=self.b_k_major,
+                                       a_m_major=self.a_m_major)
         # An M-major A's map covers X's (batch, K, M) in boxes of 64 rows of K as B's does.
         self.a_box_rows = rungs.WGMMA_F16_B_BOX if self.a_m_major else tile_rows
         int32 = numpy.int32

@@ -103,18 +103,16 @@ class Shape:
     #: grid as many clusters as the device runs at once, :func:`resident_clusters`)
     cluster: int = 1
 
-    def instance(self, index: str, aligned: bool = False, layout: int = 0,
-                 a_m_major: bool = False) -> str:
-        """The kernel instance for an index type and the operands' alignment (the SIMT rungs
-        and mma), or for how B lies (``layout``: GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS or
-        GEMV_COLUMN_WORDS, as :func:`gemv_layout` tells them): gemv has an instance for each,
-        the Hopper rungs one that reads B K-major for the 16-bit types' K-contiguous columns
-        (GEMV_COLUMNS or GEMV_COLUMN_WORDS: ``W.T`` of a row-major W), and for those types one
-        that reads A M-major (``a_m_major``: ``X.T`` of a row-major X), with either B."""
+    def instance(self, index: str, aligned: bool = False, layout: int = 0, *,
+                 b_k_major: bool = False, a_m_major: bool = False) -> str:
+        """The kernel instance: for the SIMT rungs and mma by index type and the operands'
+        alignment; for gemv by how it reads B (``layout``: GEMV_ANY, GEMV_ROWS, GEMV_COLUMNS or
+        GEMV_COLUMN_WORDS, as :func:`gemv_layout` tells them); for the Hopper rungs by type,
+        tile and, for the 16-bit types, whether they read B K-major (``b_k_major``: ``W.T`` of a
+        row-major W) and A M-major (``a_m_major``: ``X.T`` of a row-major X)."""
         if self.rung.name in HOPPER_RUNGS:  # one instance per type, tile and operand order
             half = self.compute.itemsize == 2
-            k_major = layout in (GEMV_COLUMNS, GEMV_COLUMN_WORDS) and half
-            return hopper_instance(self.rung.name, self.compute, self.tile, k_major,
+            return hopper_instance(self.rung.name, self.compute, self.tile, b_k_major and half,
                                    a_m_major and half)
         if self.rung.name == "gemv":  # 32-bit loop indices, 64-bit offsets
             return _gemv_instance(self.compute, self.tile[0], layout)
